@@ -1,0 +1,46 @@
+// Layout planning on the host: turn N operands that share one iteration shape into the
+// smallest loop nest that visits the same (offset_0, ..., offset_{N-1}) tuples.
+//
+// Steps (each keeps every operand's offset for every logical position):
+//  1. drop size-1 dims (their stride never contributes);
+//  2. order dims so operand 0 (the written operand) is walked in memory order, fastest
+//     dim first; ties broken by the next operands' strides. Coalesced writes matter most;
+//  3. merge neighbouring dims i (fast) and i+1 (slow) when, for every operand,
+//     stride[i+1] == stride[i] * size[i] (this also merges two stride-0 dims);
+//  4. decide whether 32-bit offset arithmetic is exact.
+// Dims in a LoopPlan are ordered fastest first (dim 0 moves fastest), like ATen's
+// TensorIterator, which is the order the offset calculator decomposes a linear index in.
+#pragma once
+
+#include <cstdint>
+
+#include "stridewise/view.h"
+
+namespace stridewise {
+
+template <int N>
+struct LoopPlan {
+  int rank = 0;                // dims after planning; 0 means one element (or empty, see numel)
+  int64_t numel = 1;           // product of sizes; 0 when the shape is empty
+  int64_t sizes[kMaxRank] = {};
+  int64_t strides[N][kMaxRank] = {};  // per operand, in elements
+  int perm[kMaxRank] = {};     // perm[d] = original dim of planned dim d before merging
+  bool fits_int32 = false;     // numel and every reachable offset (with `extra`) < 2^31
+};
+
+// shape/rank: the iteration shape. strides[k]: operand k's strides over that shape.
+// extra_extent[k] (may be null): additional offset operand k may reach beyond its strided
+// extent (gather's self: (size[dim]-1) * stride[dim], reached through index values).
+template <int N>
+LoopPlan<N> plan_loop(int rank, const int64_t* shape, const int64_t* const* strides,
+                      const int64_t* extra_extent = nullptr);
+
+// Offset of planned position `linear` (row-major over the planned dims, fastest first) for
+// operand k. Reference implementation for tests and the CPU path's slow cases.
+template <int N>
+int64_t plan_offset(const LoopPlan<N>& p, int k, int64_t linear);
+
+// Offset of logical position `linear` (row-major over the original shape, last dim fastest).
+int64_t logical_offset(int rank, const int64_t* shape, const int64_t* strides, int64_t linear);
+
+}  // namespace stridewise
