@@ -7,7 +7,7 @@
 find_package(Python3 COMPONENTS Interpreter REQUIRED)
 execute_process(
   COMMAND ${Python3_EXECUTABLE} -c
-    "import torch, torch.utils.cpp_extension as c; print(torch.__version__); print(';'.join(c.include_paths())); print(c.library_paths()[0]); print(int(torch.compiled_with_cxx11_abi())); print(torch.version.cuda or '')"
+    "import torch, torch.utils.cpp_extension as c; print(torch.__version__); print(','.join(c.include_paths())); print(c.library_paths()[0]); print(int(torch.compiled_with_cxx11_abi())); print(torch.version.cuda or 'none')"
   OUTPUT_VARIABLE _sw_torch_out
   RESULT_VARIABLE _sw_torch_rc
   ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
@@ -18,10 +18,9 @@ if(_sw_torch_rc EQUAL 0)
   list(GET _sw_lines 1 _sw_inc)
   list(GET _sw_lines 2 _sw_libdir)
   list(GET _sw_lines 3 _sw_abi)
-  list(LENGTH _sw_lines _sw_n)
-  set(SW_TORCH_CUDA_VERSION "")
-  if(_sw_n GREATER 4)
-    list(GET _sw_lines 4 SW_TORCH_CUDA_VERSION)
+  list(GET _sw_lines 4 SW_TORCH_CUDA_VERSION)
+  if(SW_TORCH_CUDA_VERSION STREQUAL "none")
+    set(SW_TORCH_CUDA_VERSION "")
   endif()
   string(REPLACE "," ";" _sw_inc "${_sw_inc}")
   add_library(sw_torch INTERFACE)

@@ -93,14 +93,20 @@ struct OffsetCalculator {
 
   SW_HOST_DEVICE SW_INLINE Offsets<N, I> get(I linear) const {
     Offsets<N, I> out;
+#if defined(__CUDA_ARCH__)  // device pass only: host compilers warn on it (-Wall)
 #pragma unroll
+#endif
     for (int k = 0; k < N; ++k) out.v[k] = 0;
+#if defined(__CUDA_ARCH__)  // device pass only: host compilers warn on it (-Wall)
 #pragma unroll
+#endif
     for (int d = 0; d < D; ++d) {
       if (d == rank) break;
       const DivMod<I> qr = sizes[d].divmod(linear);
       linear = qr.div;
+#if defined(__CUDA_ARCH__)  // device pass only: host compilers warn on it (-Wall)
 #pragma unroll
+#endif
       for (int k = 0; k < N; ++k) out.v[k] += qr.mod * strides[d][k];
     }
     return out;
