@@ -1,0 +1,92 @@
+"""--backend MODULE[:CALL[(ARGS)]]: import a third-party module and enable its kernels.
+
+Examples::
+
+    --backend stridewise                      # import stridewise; stridewise.enable()
+    --backend my_kernels                      # import my_kernels; my_kernels.enable()
+    --backend my_kernels:install              # ...; my_kernels.install()
+    --backend 'tests/planted_backend:enable(flat_index)'   # a path works too; bare words are str
+    --backend "flag_gems:enable()"
+
+Only workers import the backend; the parent (which computes the native CPU oracle) never does,
+so a backend whose import alone registers kernels cannot leak into the oracle.
+"""
+from __future__ import annotations
+
+import ast
+import importlib
+import os
+import re
+import sys
+
+_SPEC = re.compile(r"^(?P<mod>[^:()]+?)(?::(?P<call>[A-Za-z_][\w.]*)(?:\((?P<args>.*)\))?)?$")
+
+
+class BackendError(RuntimeError):
+    pass
+
+
+def parse(text: str) -> dict:
+    m = _SPEC.match(text.strip())
+    if not m:
+        raise BackendError(f"cannot read --backend {text!r}: expected MODULE[:CALL[(ARGS)]], "
+                           "e.g. my_kernels, my_kernels:enable, 'pkg/dir:enable(fast)'")
+    mod, call, args = m.group("mod"), m.group("call") or "enable", m.group("args")
+    path = None
+    if os.sep in mod or mod.endswith(".py") or os.path.isdir(mod):
+        full = os.path.abspath(mod)
+        if not os.path.exists(full):
+            raise BackendError(f"--backend {text!r}: {full} does not exist")
+        path, base = os.path.dirname(full), os.path.basename(full)
+        mod = base[:-3] if base.endswith(".py") else base
+    parsed = []
+    if args and args.strip():
+        for a in _split_args(args):
+            try:
+                parsed.append(ast.literal_eval(a))
+            except (ValueError, SyntaxError):
+                parsed.append(a.strip())
+    return {"text": text, "module": mod, "call": call, "args": parsed, "path": path}
+
+
+def _split_args(s: str) -> list:
+    out, depth, cur = [], 0, ""
+    for ch in s:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        out.append(cur)
+    return out
+
+
+def enable(spec: dict) -> dict:
+    """Import the backend module and call its enable function (in a worker)."""
+    if spec.get("path") and spec["path"] not in sys.path:
+        sys.path.insert(0, spec["path"])
+    try:
+        mod = importlib.import_module(spec["module"])
+    except Exception as e:  # noqa: BLE001
+        raise BackendError(f"--backend {spec['text']!r}: import {spec['module']} failed: "
+                           f"{type(e).__name__}: {e}") from e
+    fn = mod
+    for part in spec["call"].split("."):
+        if not hasattr(fn, part):
+            names = sorted(n for n in dir(mod) if not n.startswith("_") and callable(getattr(mod, n)))
+            raise BackendError(f"--backend {spec['text']!r}: {spec['module']} has no "
+                               f"{spec['call']!r}; callables there: {', '.join(names) or 'none'}")
+        fn = getattr(fn, part)
+    try:
+        ret = fn(*spec["args"])
+    except Exception as e:  # noqa: BLE001
+        raise BackendError(f"--backend {spec['text']!r}: {spec['module']}.{spec['call']}"
+                           f"({', '.join(map(repr, spec['args']))}) raised {type(e).__name__}: {e}") from e
+    return {"module": spec["module"], "file": getattr(mod, "__file__", None),
+            "call": spec["call"], "args": spec["args"], "returned": repr(ret)[:300],
+            "version": str(getattr(mod, "__version__", ""))}

@@ -1,0 +1,278 @@
+"""Diagnosis from the failure pattern.
+
+Each case gets features (which operand has a stride-0 dim, a storage offset, is non-contiguous;
+rank, dtype, index kind, variant, parameters...). For an op's failures we look for the
+predicates that hold for *every* failing case and prefer the one that holds for the fewest
+cases overall (the most specific explanation); conjunctions of two predicates are tried too.
+"fails only when X (k of n such cases fail, none of the others)" plus what X usually means.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .oracle import FAILING
+
+OPERAND_WORDS = {"self": "self", "idx": "the index", "src": "src", "out": "out="}
+
+
+def features(spec, built, ref) -> dict:
+    import torch
+
+    case = built.case
+    f: dict = {"variant": case.variant, "dtype": case.dtype, "idx_dtype": case.idx_dtype,
+               "kind": case.kind, "rank": case.rank, "expects_error": ref.error is not None}
+    for k, v in case.params:
+        f[f"param:{k}"] = v
+    elem = None
+    for name, val in built.tensors.items():
+        ts = [t for t in (val if isinstance(val, list) else [val]) if t is not None]
+        f[f"{name}.stride0"] = any(any(st == 0 and sz > 1 for sz, st in zip(t.shape, t.stride()))
+                                   for t in ts)
+        f[f"{name}.noncontig"] = any(not t.is_contiguous() for t in ts)
+        f[f"{name}.offset"] = any(t.storage_offset() > 0 for t in ts)
+        f[f"layout:{name}"] = case.layout_of(name)
+        if name == "self" and ts:
+            elem = ts[0].element_size()
+        if name in spec.index_operands:
+            ints = [t for t in ts if t.dtype != torch.bool and t.numel()]
+            f["idx.neg"] = any(bool((t < 0).any()) for t in ints)
+            f["idx.huge"] = any(bool((t.abs() >= 2**31).any()) for t in ints)
+    f["elem_size"] = elem
+    f["bad_index"] = case.kind in ("oob", "oobneg", "oobbig") or (
+        case.kind == "neg" and ref.error is not None)
+    return f
+
+
+@dataclass
+class Pred:
+    key: str
+    test: object
+    phrase: str  # "the index has a stride-0 dim"
+    prio: int = 50
+
+    def __call__(self, f) -> bool:
+        try:
+            return bool(self.test(f))
+        except Exception:  # noqa: BLE001
+            return False
+
+
+def predicates(results) -> list:
+    ps: list = []
+    ops = set()
+    for r in results:
+        ops.update(k.split(".")[0] for k in r.features if k.endswith(".stride0"))
+    for o in sorted(ops):
+        w = OPERAND_WORDS.get(o, o)
+        ps.append(Pred(f"{o}.stride0", lambda f, o=o: f.get(f"{o}.stride0"),
+                       f"{w} has a stride-0 (expanded) dim", 10))
+        ps.append(Pred(f"{o}.noncontig", lambda f, o=o: f.get(f"{o}.noncontig"),
+                       f"{w} is non-contiguous", 12))
+        ps.append(Pred(f"{o}.offset", lambda f, o=o: f.get(f"{o}.offset"),
+                       f"{w} has a storage offset", 11))
+    ps.append(Pred("any.offset", lambda f: any(v for k, v in f.items() if k.endswith(".offset")),
+                   "an operand has a storage offset", 20))
+    ps.append(Pred("any.noncontig", lambda f: any(v for k, v in f.items() if k.endswith(".noncontig")),
+                   "an operand is non-contiguous", 22))
+    ranks = sorted({r.features.get("rank", 0) for r in results})
+    for m in ranks[1:]:
+        ps.append(Pred(f"rank>={m}", lambda f, m=m: f.get("rank", 0) >= m, f"from rank {m} up", 15))
+    ps.append(Pred("idx.neg", lambda f: f.get("idx.neg"), "the index has negative values", 14))
+    ps.append(Pred("idx.huge", lambda f: f.get("idx.huge"), "an index value is >= 2**31", 14))
+    ps.append(Pred("bad_index", lambda f: f.get("bad_index"), "an index is out of range", 16))
+    ps.append(Pred("expects_error", lambda f: f.get("expects_error"),
+                   "native PyTorch raises an error", 30))
+    ps.append(Pred("large", lambda f: f.get("kind") == "large", "above 2**31 elements", 13))
+    ps.append(Pred("floating", lambda f: str(f.get("dtype")).startswith(("float", "bfloat", "complex")),
+                   "for floating-point dtypes", 38))
+    for key, prio in (("kind", 25), ("variant", 35), ("dtype", 40), ("idx_dtype", 26),
+                      ("elem_size", 41)):
+        for v in sorted({str(r.features.get(key)) for r in results} - {"None"}):
+            ps.append(Pred(f"{key}={v}", lambda f, key=key, v=v: str(f.get(key)) == v,
+                           _phrase(key, v), prio))
+    pkeys = sorted({k for r in results for k in r.features if k.startswith("param:")})
+    for k in pkeys:
+        for v in sorted({str(r.features.get(k)) for r in results}):
+            ps.append(Pred(f"{k}={v}", lambda f, k=k, v=v: str(f.get(k)) == v,
+                           f"{k[6:]}={v}", 33))
+    lkeys = sorted({k for r in results for k in r.features if k.startswith("layout:")})
+    for k in lkeys:
+        for v in sorted({str(r.features.get(k)) for r in results} - {"contiguous"}):
+            ps.append(Pred(f"{k}={v}", lambda f, k=k, v=v: f.get(k) == v,
+                           f"{OPERAND_WORDS.get(k[7:], k[7:])} is laid out '{v}'", 45))
+    return ps
+
+
+def _phrase(key, v):
+    return {
+        "kind": {"dup": "indices repeat", "neg": "indices are negative", "empty": "a dim is 0",
+                 "wide": "inner dims are wide (16..48)", "oob": "an index equals/exceeds the size",
+                 "oobneg": "an index is below -size", "oobbig": "an index is >= 2**32",
+                 "rand": "indices are plain random", "large": "above 2**31 elements"}.get(v, v),
+        "variant": f"in the {v} variant",
+        "dtype": f"for dtype {v}",
+        "idx_dtype": f"with {v.replace('i', 'int')} indices",
+        "elem_size": f"for {v}-byte element types",
+    }[key]
+
+
+@dataclass
+class Diagnosis:
+    scope: str  # op name or "all ops"
+    text: str
+    predicate: str
+    failing: int
+    covered: int
+    statuses: dict = field(default_factory=dict)
+    alternatives: list = field(default_factory=list)
+
+    def to_json(self):
+        return {"scope": self.scope, "text": self.text, "predicate": self.predicate,
+                "failing": self.failing, "covered": self.covered, "statuses": self.statuses,
+                "alternatives": self.alternatives}
+
+
+def _explain(key: str, fails, considered) -> str:
+    st = {r.verdict.status for r in fails}
+    reasons = {r.verdict.reason for r in fails}
+    base = key.split("&")[0]
+    if base == "any.offset":
+        who = sorted({k.split(".")[0] for r in fails for k, v in r.features.items()
+                      if k.endswith(".offset") and v})
+        return f"the storage offset of {' / '.join(OPERAND_WORDS.get(o, o) for o in who)} is ignored"
+    if base.endswith(".stride0") or base.endswith(".noncontig"):
+        o = base.split(".")[0]
+        if o == "idx":
+            return ("the index is read as contiguous memory"
+                    + (" (past its storage when expanded)" if "crash" in st or base.endswith("stride0") else "")
+                    + ": its strides are ignored")
+        if o == "out":
+            return "out= strides are ignored: the result is written as if out were contiguous"
+        return f"{OPERAND_WORDS.get(o, o)} is read as contiguous memory: its strides are ignored"
+    if base.endswith(".offset"):
+        o = base.split(".")[0]
+        return f"the storage offset of {OPERAND_WORDS.get(o, o)} is ignored"
+    if base.startswith("rank>="):
+        m = int(base[6:])
+        below = [r.features.get("rank", 0) for r in considered if r.features.get("rank", 0) < m]
+        hi = max(below) if below else None
+        gap = f"; ranks {hi + 1}..{m - 1} not tested" if hi is not None and hi < m - 1 else ""
+        return (f"a rank limit: dims beyond the first {m - 1} are mishandled"
+                + (f" (rank {hi} and below pass{gap})" if hi is not None else ""))
+    if base in ("idx.neg", "kind=neg"):
+        wrapped = any(r.features.get("idx.neg") and not r.features.get("expects_error")
+                      for r in considered)
+        return ("negative indices not wrapped" if wrapped
+                else "negative indices accepted instead of rejected")
+    if base in ("bad_index", "kind=oob", "kind=oobneg", "kind=oobbig", "expects_error"):
+        if reasons <= {"missing-error"}:
+            return "out-of-range index silently ignored: no error raised"
+        if st <= {"crash"}:
+            return "an out-of-range index crashes the process instead of raising an error"
+        return "out-of-range indices are not rejected"
+    if base == "idx.huge":
+        return "index values truncated to 32 bits"
+    if base in ("large", "kind=large"):
+        return "wrong above 2**31 elements: 32-bit offset/index arithmetic overflows"
+    if base == "kind=dup":
+        return "duplicate indices mishandled (lost or racing updates)"
+    if base == "kind=wide":
+        return "a fast path for wide inner dims is wrong"
+    if base == "kind=empty":
+        return "size-0 dims mishandled"
+    if base == "always":
+        return "the kernel is wrong regardless of layout"
+    if base == "floating":
+        return "floating-point results differ beyond the accumulation tolerance (precision lost)"
+    return _by_reason(reasons)
+
+
+def _by_reason(reasons) -> str:
+    if reasons == {"input-modified"}:
+        return "an input is modified (the out-of-place form writes into its input)"
+    if reasons == {"outside-view-written"}:
+        return "writes land outside the written view (its strides or offset are ignored)"
+    if reasons == {"missing-error"}:
+        return "no error is raised where native PyTorch raises one"
+    if reasons == {"spurious-error"}:
+        return "raises errors where native PyTorch does not"
+    if reasons == {"not-aliased"}:
+        return "the in-place/out= form does not return its target"
+    return ""
+
+
+def _best(fails, considered, preds):
+    fail_ids = {id(r) for r in fails}
+    full = []
+    for p in preds:
+        cov = [r for r in considered if p(r.features)]
+        cid = {id(r) for r in cov}
+        if fail_ids <= cid:
+            full.append((len(cov), p.prio, p, cid))
+    full.sort(key=lambda x: (x[0], x[1]))
+    pairs = []
+    # conjunctions: only of informative predicates, and only when they cut the cover by >= 20%
+    top = [x for x in full[:14] if x[0] <= 0.85 * len(considered)]
+    best = full[0][0] if full else 0
+    for i in range(len(top)):
+        for j in range(i + 1, len(top)):
+            ci = top[i][3] & top[j][3]
+            if len(ci) <= 0.8 * best and fail_ids <= ci:
+                pairs.append((len(ci), top[i][2].prio + top[j][2].prio + 5, (top[i][2], top[j][2]), ci))
+    allc = sorted(full + pairs, key=lambda x: (x[0], x[1]))
+    return allc
+
+
+def diagnose(scope: str, results) -> list:
+    """Diagnoses for the results of one op (or all ops): a main one, then per-status ones."""
+    considered = [r for r in results if r.verdict.status not in ("skip", "unsupported", "known")]
+    fails = [r for r in considered if r.verdict.status in FAILING]
+    if not fails:
+        return []
+    preds = predicates(considered)
+    out = []
+    groups = [("", fails)]
+    by_status: dict = {}
+    for r in fails:
+        by_status.setdefault(r.verdict.status, []).append(r)
+    if len(by_status) > 1:  # per-status detail, for groups big enough to matter
+        groups += [(s, rs) for s, rs in sorted(by_status.items())
+                   if len(rs) >= max(3, 0.1 * len(fails))]
+    for label, group in groups:
+        d = _diagnose_group(scope, group, considered, preds, label)
+        if d and not (label and out and d.predicate == out[0].predicate):
+            out.append(d)
+    return out
+
+
+def _diagnose_group(scope, group, considered, preds, label):
+    ranked = _best(group, considered, preds)
+    verb = {"": "fails", "crash": "crashes", "wrong": "is wrong", "bad-error": "errs badly"}.get(label, label)
+    statuses: dict = {}
+    for r in group:
+        statuses[r.verdict.status] = statuses.get(r.verdict.status, 0) + 1
+    if not ranked or ranked[0][0] == len(considered):
+        if len(group) == len(considered):
+            return Diagnosis(scope, f"{verb} on every case: {_explain('always', group, considered)}",
+                             "always", len(group), len(considered), statuses)
+        return Diagnosis(scope, f"{verb} in {len(group)} of {len(considered)} cases with no single "
+                         "feature in common (see the failing cases)", "none", len(group),
+                         len(considered), statuses)
+    n, _, p, cov = ranked[0]
+    key, phrase = _key_phrase(p)
+    expl = _explain(key, group, considered)
+    others = n - len(group)
+    conn = "" if phrase.startswith(("above", "in the", "for ", "with ", "from ")) else "when "
+    text = (f"{verb} only {conn}{phrase} ({len(group)} of {n} such cases"
+            + (f"; the other {others} pass" if others else ", all of them") + ")"
+            + (f": {expl}" if expl else ""))
+    alts = [(_key_phrase(x[2])[1], x[0]) for x in ranked[1:]
+            if x[0] <= 0.85 * len(considered)][:3]
+    return Diagnosis(scope, text, key, len(group), n, statuses,
+                     [f"{ph} ({c} cases)" for ph, c in alts])
+
+
+def _key_phrase(p):
+    if isinstance(p, tuple):
+        return "&".join(x.key for x in p), " and ".join(x.phrase for x in p)
+    return p.key, p.phrase

@@ -1,0 +1,211 @@
+"""The report: op x layout-class table, per-op status counts, diagnoses, failures; JSON."""
+from __future__ import annotations
+
+import platform
+
+import torch
+
+from . import diagnose
+from .oracle import FAILING, STATUSES
+
+SCHEMA = "stridewise-audit/1"
+LAYOUT_ORDER = ("contiguous", "expand", "expand_all", "expand_nondim", "transpose", "permute",
+                "step_slice", "offset", "compound", "compound_writable", "deep_compound", "mixed")
+SHORT = {"contiguous": "contig", "expand": "expand", "expand_all": "exp_all",
+         "expand_nondim": "exp_nd", "transpose": "transp", "permute": "permute",
+         "step_slice": "step", "offset": "offset", "compound": "compnd",
+         "compound_writable": "cmp_wr", "deep_compound": "deep", "mixed": "mixed"}
+CELL = {"wrong": "w", "crash": "c", "bad-error": "e", "device-assert": "a", "known": "k",
+        "error": "X"}
+
+
+def layout_of(case) -> str:
+    lc = case.layout_class
+    return lc if lc in LAYOUT_ORDER else "mixed"
+
+
+def count(results) -> dict:
+    c = {s: 0 for s in STATUSES}
+    for r in results:
+        c[r.verdict.status] = c.get(r.verdict.status, 0) + 1
+    c["cases"] = len(results)
+    c["failed"] = sum(c[s] for s in FAILING) + c.get("error", 0)
+    return c
+
+
+def by_op(results) -> dict:
+    out: dict = {}
+    for r in results:
+        out.setdefault(r.case.op, []).append(r)
+    return out
+
+
+def analyse(results) -> dict:
+    """Counts and diagnoses per op and overall."""
+    ops = by_op(results)
+    info = {"ops": {}, "diagnosis": []}
+    for op, rs in ops.items():
+        layouts: dict = {}
+        for r in rs:
+            layouts.setdefault(layout_of(r.case), []).append(r)
+        info["ops"][op] = {
+            "counts": count(rs),
+            "by_layout": {k: count(v) for k, v in layouts.items()},
+            "diagnosis": diagnose.diagnose(op, rs),
+        }
+    failing_ops = [op for op, v in info["ops"].items() if v["counts"]["failed"]]
+    if len(failing_ops) > 1:
+        info["diagnosis"] = diagnose.diagnose("all ops", results)
+    info["counts"] = count(results)
+    return info
+
+
+def _cell(c: dict) -> str:
+    ok = c.get("pass", 0)
+    extra = " ".join(f"{CELL[s]}{c[s]}" for s in ("wrong", "crash", "bad-error", "error",
+                                                   "device-assert", "known") if c.get(s))
+    if not ok and not extra:
+        return "-"
+    return f"{ok} {extra}".strip() if extra else str(ok)
+
+
+def _table(rows, header) -> list:
+    widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
+    fmt = lambda r: "  ".join(str(x).ljust(w) if i == 0 else str(x).rjust(w)  # noqa: E731
+                              for i, (x, w) in enumerate(zip(r, widths)))
+    return [fmt(header), "  ".join("-" * w for w in widths)] + [fmt(r) for r in rows]
+
+
+def text(results, info: dict, meta: dict, max_failures: int = 8) -> str:
+    out = [f"stridewise audit  device={meta['device']}  backend={meta['backend'] or 'none (native ATen)'}"
+           f"  guard={'on' if meta['guard'] else 'off'}  matrix={meta['matrix']}  seed={meta['seed']}",
+           f"torch {torch.__version__}  python {platform.python_version()}  "
+           f"{info['counts']['cases']} cases in {meta['seconds']:.1f}s  ({meta['jobs']} worker(s))", ""]
+    cols = ("pass", "wrong", "crash", "bad-error", "device-assert", "known", "unsupported", "skip")
+    rows = []
+    for op, v in info["ops"].items():
+        c = v["counts"]
+        rows.append([op, c["cases"]] + [c.get(s, 0) or "." for s in cols]
+                    + ([c["error"]] if info["counts"].get("error") else []))
+    hdr = ["op", "cases"] + list(cols) + (["AUDITOR-ERROR"] if info["counts"].get("error") else [])
+    c = info["counts"]
+    rows.append(["TOTAL", c["cases"]] + [c.get(s, 0) or "." for s in cols]
+                + ([c["error"]] if c.get("error") else []))
+    out += _table(rows, hdr) + [""]
+    present = [l for l in LAYOUT_ORDER if any(l in v["by_layout"] for v in info["ops"].values())]
+    rows = [[op] + [_cell(v["by_layout"].get(l, {})) for l in present] for op, v in info["ops"].items()]
+    out.append("op x layout class (cell: passing cases, then w=wrong c=crash e=bad-error "
+               "a=device-assert k=known X=auditor error)")
+    out += _table(rows, ["op"] + [SHORT[l] for l in present]) + [""]
+    diag = [(op, d) for op, v in info["ops"].items() for d in v["diagnosis"]]
+    if diag or info["diagnosis"]:
+        out.append("Diagnosis")
+        for d in info["diagnosis"]:
+            out.append(f"  all ops: {d.text}")
+        for op, d in diag:
+            out.append(f"  {op}: {d.text}")
+            if d.alternatives:
+                out.append(f"      also consistent with: {'; '.join(d.alternatives)}")
+        out.append("")
+    fails = [r for r in results if r.verdict.status in FAILING or r.verdict.status == "error"]
+    if fails:
+        out.append(f"Failures ({len(fails)}; the first {max_failures} per op)")
+        shown: dict = {}
+        for r in sorted(fails, key=lambda r: (r.case.op, _size(r))):
+            if shown.get(r.case.op, 0) >= max_failures:
+                continue
+            shown[r.case.op] = shown.get(r.case.op, 0) + 1
+            rep = ""
+            if r.replay is not None:
+                rep = " [crash confirmed on replay]" if r.replay["confirmed"] else " [NOT reproduced on replay]"
+            out.append(f"  {r.verdict.status:<9} {r.case.id}{rep}")
+            out.append(f"            {r.verdict.detail.splitlines()[0][:220] if r.verdict.detail else r.verdict.reason}")
+            if r.repro:
+                out.append(f"            repro: {r.repro}")
+        out.append("")
+    kn = [r for r in results if r.verdict.status == "known"]
+    if kn:
+        from .known import KNOWN
+
+        names = sorted({r.known for r in kn})
+        out.append("Known upstream issues (not counted as failures; repro scripts written)")
+        for k in KNOWN:
+            if k.name in names:
+                n = sum(1 for r in kn if r.known == k.name)
+                out.append(f"  {k.name}: {n} case(s): {k.summary}")
+        out.append("")
+    verdict = "FAIL" if info["counts"]["failed"] else "PASS"
+    kn = info["counts"].get("known", 0)
+    out.append(f"{verdict}: {info['counts']['failed']} failing case(s) of {info['counts']['cases']}"
+               + (f" ({kn} known upstream issue case(s) not counted)" if kn else "")
+               + (f"; repro scripts in {meta['repro_dir']}" if meta.get("repro_dir") and meta.get("repros") else "")
+               + (f"; JSON in {meta['json']}" if meta.get("json") else ""))
+    return "\n".join(out)
+
+
+def _size(r) -> int:
+    n = 0
+    if r.built is not None and hasattr(r.built, "tensors"):
+        for v in r.built.tensors.values():
+            for t in (v if isinstance(v, list) else [v]):
+                if t is not None:
+                    n += t.numel()
+    return n
+
+
+def to_json(results, info: dict, meta: dict) -> dict:
+    def case_json(r):
+        d = {"id": r.case.id, "op": r.case.op, "variant": r.case.variant,
+             "layout_class": layout_of(r.case), "rank": r.case.rank, "dtype": r.case.dtype,
+             "index_dtype": r.case.idx_dtype, "kind": r.case.kind,
+             "status": r.verdict.status, "reason": r.verdict.reason, "detail": r.verdict.detail,
+             "seconds": round(r.seconds, 4)}
+        if r.verdict.mismatch:
+            d["mismatch"] = r.verdict.mismatch
+        if r.replay is not None:
+            d["replay"] = r.replay
+        if r.known:
+            d["known_issue"] = r.known
+        if r.exc:
+            d["exception"] = r.exc
+        if r.repro:
+            d["repro"] = r.repro
+        if r.built is not None and hasattr(r.built, "tensors"):
+            d["operands"] = {n: _describe(v) for n, v in r.built.tensors.items()}
+            d["scalars"] = {k: (v if isinstance(v, (int, float, str, bool, type(None))) else repr(v))
+                            for k, v in r.built.scalars.items()}
+        return d
+
+    fails = [r for r in results if r.verdict.status not in ("pass", "skip", "unsupported")]
+    return {
+        "schema": SCHEMA,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "argv": meta.get("argv"),
+        "device": meta["device"],
+        "device_name": meta.get("device_name"),
+        "backend": meta.get("backend"),
+        "backend_info": meta.get("backend_info"),
+        "guard": meta["guard"],
+        "matrix": meta["matrix"],
+        "seed": meta["seed"],
+        "tolerance": meta.get("tolerance"),
+        "started": meta.get("started"),
+        "seconds": round(meta["seconds"], 2),
+        "summary": dict(info["counts"], exit_status=1 if info["counts"]["failed"] else 0),
+        "ops": {op: {"counts": v["counts"], "by_layout": v["by_layout"],
+                     "diagnosis": [d.to_json() for d in v["diagnosis"]]}
+                for op, v in info["ops"].items()},
+        "diagnosis": [d.to_json() for d in info["diagnosis"]],
+        "repro_dir": meta.get("repro_dir"),
+        "failures": [case_json(r) for r in fails],
+        "cases": [[r.case.id, r.verdict.status] for r in results],
+    }
+
+
+def _describe(v):
+    if isinstance(v, list):
+        return [None if t is None else _describe(t) for t in v]
+    return {"shape": list(v.shape), "stride": list(v.stride()), "storage_offset": v.storage_offset(),
+            "dtype": str(v.dtype).replace("torch.", ""), "contiguous": v.is_contiguous()}

@@ -1,0 +1,284 @@
+"""Standalone repro scripts: plain python + torch, one per failing case.
+
+A script rebuilds every operand exactly (storage contents, sizes, strides, storage offset,
+dtype; on guard pages when the audit used --guard, with the guard code inlined), enables the
+backend the audit used (if any), makes the call, and checks the outcome against what native
+PyTorch on CPU gave during the audit (embedded). Exit status 1: the failure reproduces.
+"""
+from __future__ import annotations
+
+import datetime
+import os
+import re
+from pathlib import Path
+
+import torch
+
+from .gen import DTYPE_NAME, flat_storage, storage_elems
+
+_HELPERS = r'''
+def storage(values, dtype):
+    """A 1-D CPU storage: a list of values, or a hex string of its raw bytes."""
+    if isinstance(values, str):
+        raw = bytearray.fromhex(values)
+        return torch.frombuffer(raw, dtype=torch.uint8).view(dtype) if raw else torch.empty(0, dtype=dtype)
+    wide = torch.complex128 if dtype.is_complex else (torch.float64 if dtype.is_floating_point else None)
+    return torch.tensor(values, dtype=wide or dtype).to(dtype)
+
+
+def place(base, size, stride, offset):
+    """The view (size, stride, storage offset) over a copy of ``base`` on DEVICE."""
+    n = base.numel()
+    dst = ALLOC.empty(n, base.dtype, DEVICE) if ALLOC is not None else torch.empty(n, dtype=base.dtype, device=DEVICE)
+    if n:
+        dst.copy_(base)
+    return dst.as_strided(size, stride, offset)
+
+
+def snapshot(t):
+    n = t.untyped_storage().nbytes() // t.element_size()
+    return t.as_strided((n,), (1,), 0).cpu().clone()
+
+
+def bits(t):
+    t = t.contiguous()
+    if t.is_complex():
+        t = torch.view_as_real(t).contiguous()
+    if t.dtype == torch.bool:
+        return t.view(torch.uint8)
+    return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+
+
+def same_bits(a, b):
+    eq = bits(a) == bits(b)
+    return eq.all(-1) if a.is_complex() else eq
+
+
+def covered(t, n):
+    mask = torch.zeros(n, dtype=torch.bool)
+    if t.numel():
+        off = torch.full((), t.storage_offset(), dtype=torch.long)
+        for k, (s, st) in enumerate(zip(t.shape, t.stride())):
+            shape = [1] * t.dim()
+            shape[k] = s
+            off = off + (torch.arange(s) * st).reshape(shape)
+        mask[off.reshape(-1)] = True
+    return mask
+
+
+def sync():
+    if DEVICE.type != "cpu":
+        getattr(torch, DEVICE.type).synchronize()
+'''
+
+_CHECK = r'''
+failures = []
+for name, t in TENSORS.items():
+    for j, item in enumerate(t if isinstance(t, list) else [t]):
+        if item is None:
+            continue
+        label = name if not isinstance(t, list) else f"{name}[{j}]"
+        now, was = snapshot(item), BEFORE[label]
+        if now.numel() != was.numel():
+            failures.append(f"{label}: storage resized from {was.numel()} to {now.numel()} elements")
+            continue
+        changed = ~same_bits(now, was)
+        if name == WRITTEN:
+            changed &= ~covered(item, now.numel())
+            if bool(changed.any()):
+                failures.append(f"{label}: {int(changed.sum())} storage elements outside the view were written")
+        elif bool(changed.any()):
+            failures.append(f"input {label} was modified ({int(changed.sum())} storage elements)")
+got = (result if WRITTEN is None else TENSORS[WRITTEN]).detach().cpu()
+if WRITTEN is not None and not (isinstance(result, torch.Tensor) and result.data_ptr() == TENSORS[WRITTEN].data_ptr()):
+    failures.append(f"the call did not return {WRITTEN}")
+if tuple(got.shape) != tuple(EXPECTED.shape) or got.dtype != EXPECTED_DTYPE:
+    failures.append(f"result {tuple(got.shape)} {got.dtype}, expected {tuple(EXPECTED.shape)} {EXPECTED_DTYPE}")
+elif TOL is not None:
+    wide = torch.complex128 if EXPECTED.is_complex() else torch.float64
+    bad = ~((got.to(wide) - EXPECTED.to(wide)).abs() <= TOL)
+    if bool(bad.any()):
+        failures.append(f"{int(bad.sum())} of {got.numel()} elements outside the tolerance ({TOL_TEXT})")
+else:
+    bad = ~same_bits(got, EXPECTED)
+    if SKIP is not None:
+        bad &= ~SKIP
+    if bool(bad.any()):
+        pos = tuple(bad.nonzero()[0].tolist()) if bad.dim() else ()
+        failures.append(f"{int(bad.sum())} of {got.numel()} elements differ bitwise; first at {list(pos)}: "
+                        f"expected {EXPECTED[pos].item()!r}, got {got[pos].item()!r}")
+if failures:
+    print("FAIL (reproduced):\n  " + "\n  ".join(failures))
+    sys.exit(1)
+print("OK: matches native PyTorch" + (" (elements written by several duplicate indices not compared)" if SKIP is not None else ""))
+sys.exit(0)
+'''
+
+
+def _lit(t: torch.Tensor) -> str:
+    """Python literal for a 1-D CPU tensor's values (exact), or a hex string of its bytes."""
+    t = t.detach().cpu().reshape(-1)
+    if t.dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64,
+                   torch.complex128, torch.bool, torch.int8, torch.int16, torch.int32,
+                   torch.int64, torch.uint8):
+        return repr(t.tolist())
+    flat = torch.empty(t.numel(), dtype=t.dtype).copy_(t)
+    return repr(bytes(flat.view(torch.uint8).tolist()).hex())
+
+
+def _tensor_expr(t: torch.Tensor) -> str:
+    n = storage_elems(t)
+    return (f"place(storage({_lit(flat_storage(t, n))}, torch.{DTYPE_NAME[t.dtype]}), "
+            f"{tuple(t.shape)}, {tuple(t.stride())}, {t.storage_offset()})")
+
+
+def _guard_source() -> str:
+    src = (Path(__file__).with_name("guard.py")).read_text()
+    return re.sub(r"^from __future__ import annotations\n", "", src, flags=re.M)
+
+
+def script(res, spec, device: str, backend: dict | None, guard: bool, diagnosis: str = "",
+           tol_text: str = "", imports=()) -> str:
+    case, built, ref, v = res.case, res.built, res.ref, res.verdict
+    if getattr(built, "repro_source", None):  # large-shape probes build their own operands
+        return built.repro_source(res, device, backend, diagnosis)
+    spec_call = spec.calls[case.variant]
+    lines = [
+        "#!/usr/bin/env python3",
+        f'"""stridewise audit repro: {case.id}',
+        "",
+        f"status: {v.status} ({v.reason})",
+        f"detail: {v.detail[:600]}",
+    ]
+    if res.known:
+        lines.append(f"known issue: {res.known}")
+    if diagnosis:
+        lines.append(f"diagnosis ({case.op}): {diagnosis}")
+    lines += [
+        f"device: {device}   backend: {backend['text'] if backend else 'none (native PyTorch)'}   "
+        f"guard pages: {'yes' if guard else 'no'}",
+        f"written by the audit on {datetime.date.today()} with torch {torch.__version__}",
+        "",
+        "Run:  python3 <this file> [DEVICE]    exit 1: the failure reproduces; 0: it does not",
+        f"Re-audit: python3 -m stridewise audit --device {device} --case '{case.id}'"
+        + (f" --backend '{backend['text']}'" if backend else "") + (" --guard" if guard else ""),
+        '"""',
+        "import importlib",
+        "import sys",
+        "",
+        "import torch",
+        "",
+        f"for _m in {list(imports)!r}:  # modules the audit imported (plug-in devices)",
+        "    importlib.import_module(_m)",
+        'nan, inf = float("nan"), float("inf")',
+        f"DEVICE = torch.device(sys.argv[1] if len(sys.argv) > 1 else {device!r})",
+        f"GUARD = {bool(guard)}",
+        f"BACKEND = {_backend_literal(backend)}",
+    ]
+    if guard:
+        lines += ["", "# ---- guard pages (inlined from stridewise/audit/guard.py) " + "-" * 30,
+                  _guard_source(), "# " + "-" * 88, "ALLOC = allocator(DEVICE)"]
+    else:
+        lines += ["ALLOC = None"]
+    lines += [_HELPERS, "# ---- operands: storage contents, sizes, strides, storage offset ----"]
+    for name, val in built.tensors.items():
+        if isinstance(val, list):
+            items = ", ".join("None" if t is None else _tensor_expr(t) for t in val)
+            lines.append(f"{name} = [{items}]")
+            vals = [None if t is None else t.tolist() for t in val]
+        else:
+            lines.append(f"{name} = {_tensor_expr(val)}")
+            vals = val.tolist()
+        if name in ("idx",):
+            text = repr(vals)
+            lines.append(f"# {name} (logical values): {text[:800]}{' ...' if len(text) > 800 else ''}")
+    for k, val in built.scalars.items():
+        lines.append(f"{k} = {val!r}")
+    names = list(built.tensors)
+    lines.append("TENSORS = {" + ", ".join(f"{n!r}: {n}" for n in names) + "}")
+    lines.append("BEFORE = {(n if not isinstance(t, list) else f'{n}[{j}]'): snapshot(x) "
+                 "for n, t in TENSORS.items() for j, x in enumerate(t if isinstance(t, list) else [t]) "
+                 "if x is not None}")
+    lines.append(f"WRITTEN = {built.written!r}")
+    lines += _expectation(res, spec, tol_text)
+    lines += [
+        "",
+        "if BACKEND:",
+        "    if BACKEND['path']:",
+        "        sys.path.insert(0, BACKEND['path'])",
+        "    _fn = importlib.import_module(BACKEND['module'])",
+        "    for _part in BACKEND['call'].split('.'):",
+        "        _fn = getattr(_fn, _part)",
+        "    _fn(*BACKEND['args'])",
+        "",
+        f"print('calling: {spec_call}', flush=True)",
+        "try:",
+        f"    result = {spec_call}",
+        "    sync()",
+        "except Exception as e:",
+        "    if NATIVE_ERROR:",
+        "        print(f'OK: raised {type(e).__name__}: {e}'.splitlines()[0])",
+        "        sys.exit(0)",
+        "    print(f'FAIL (reproduced): raised where native PyTorch does not: {type(e).__name__}: {e}')",
+        "    sys.exit(1)",
+        "if NATIVE_ERROR:",
+        "    print(f'FAIL (reproduced): no error raised; native PyTorch raises {NATIVE_ERROR}')",
+        "    sys.exit(1)",
+        _CHECK,
+    ]
+    return "\n".join(lines)
+
+
+def _backend_literal(b):
+    if not b:
+        return "None"
+    return repr({"module": b["module"], "call": b["call"], "args": b["args"], "path": b["path"]})
+
+
+def _expectation(res, spec, tol_text) -> list:
+    ref = res.ref
+    if ref is None or ref.error is not None:
+        err = f"{type(ref.error).__name__}: {str(ref.error).splitlines()[0][:200]}" if ref else "?"
+        return [f"NATIVE_ERROR = {err!r}"]
+    exp = ref.expected
+    out = ["NATIVE_ERROR = None", f"EXPECTED_DTYPE = torch.{DTYPE_NAME[exp.dtype]}",
+           f"EXPECTED = storage({_lit(exp)}, torch.{DTYPE_NAME[exp.dtype]}).reshape({tuple(exp.shape)})"]
+    if ref.tol is not None:
+        out.append(f"EXPECTED = storage({_lit(ref.ref64)}, torch.{DTYPE_NAME[ref.ref64.dtype]})"
+                   f".reshape({tuple(exp.shape)})  # float64 reference")
+        out.append(f"TOL = storage({_lit(ref.tol)}, torch.float64).reshape({tuple(exp.shape)})")
+        out.append(f"TOL_TEXT = {tol_text!r}")
+    else:
+        out += ["TOL = None", "TOL_TEXT = ''"]
+    skip = None
+    if ref.mode == "write":
+        _, writes = spec.write_check(ref.ns, exp, exp)
+        if bool((writes >= 2).any()):
+            skip = writes >= 2
+    out.append("SKIP = None" if skip is None else
+               f"SKIP = storage({_lit(skip)}, torch.bool).reshape({tuple(exp.shape)})"
+               "  # written by several duplicate indices: any writer may win")
+    return out
+
+
+def file_name(case_id: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.=,-]+", "_", case_id.replace("/", "__")) + ".py"
+
+
+def write_all(results, specs: dict, out_dir: str, device: str, backend, guard: bool,
+              diag_by_op: dict, tol_text: str = "", limit: int = 2000, imports=()) -> int:
+    os.makedirs(out_dir, exist_ok=True)
+    n = 0
+    for r in results:
+        if r.built is None or n >= limit:
+            continue
+        d = os.path.join(out_dir, r.case.op)
+        os.makedirs(d, exist_ok=True)
+        path = os.path.join(d, file_name(r.case.id))
+        with open(path, "w") as fh:
+            fh.write(script(r, specs[r.case.op], device, backend, guard,
+                            diag_by_op.get(r.case.op, ""), tol_text, imports))
+        os.chmod(path, 0o755)
+        r.repro = path
+        n += 1
+    return n

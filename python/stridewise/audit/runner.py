@@ -1,0 +1,326 @@
+"""Running cases in isolated workers: crash attribution, replay, restarts, timeouts.
+
+The parent keeps ``jobs`` worker processes busy with one case each. While a worker runs a
+case, the parent builds the same inputs and computes the native CPU oracle for it. A worker
+that dies (signal, abort, device fault, device-side assert, timeout) is replaced by a fresh one;
+a crashing case is replayed once, alone, in a fresh worker to confirm it. Workers are forked
+(default; the parent never initialises a GPU and runs torch single-threaded) or started with
+``forkserver``/``spawn``.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import traceback
+from collections import deque
+from dataclasses import dataclass, field
+from multiprocessing.connection import wait as mp_wait
+from typing import Any, Optional
+
+import torch
+
+from . import diagnose, gen, known, oracle
+from .worker import worker_main
+
+
+@dataclass
+class RunConfig:
+    device: str = "cpu"
+    backend: Optional[dict] = None
+    imports: tuple = ()
+    guard: bool = False
+    jobs: int = 1
+    timeout: float = 120.0
+    threads: int = 1
+    start_method: str = "auto"
+    log_dir: Optional[str] = None
+    keep_logs: bool = False
+    apply_known: bool = True
+    tol: oracle.Tolerance = field(default_factory=oracle.Tolerance)
+    startup_timeout: float = 600.0
+
+
+@dataclass
+class CaseResult:
+    case: Any
+    verdict: oracle.Verdict
+    features: dict = field(default_factory=dict)
+    seconds: float = 0.0
+    replay: Optional[dict] = None
+    known: Optional[str] = None
+    exc: Optional[str] = None  # the candidate's exception, "Type: message"
+    repro: Optional[str] = None
+    built: Any = None  # CPU inputs (kept for failures: repro scripts)
+    ref: Any = None
+
+
+class AuditError(RuntimeError):
+    """The audit cannot run (backend import failed, bad device, ...): the message says why."""
+
+
+def _signal_name(code: Optional[int]) -> str:
+    if code is None:
+        return "no exit code"
+    if code < 0:
+        try:
+            return f"{signal.Signals(-code).name} (exit code {code})"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
+
+
+def _tail(path: Optional[str], n: int = 1600) -> str:
+    if not path or not os.path.exists(path):
+        return ""
+    with open(path, "rb") as fh:
+        fh.seek(0, 2)
+        size = fh.tell()
+        fh.seek(max(0, size - n))
+        return fh.read().decode("utf-8", "replace")
+
+
+def _accelerator_initialized() -> bool:
+    try:
+        if torch.cuda.is_initialized():
+            return True
+    except Exception:  # noqa: BLE001
+        pass
+    for name in ("xpu", "npu", "mps"):
+        mod = getattr(torch, name, None)
+        init = getattr(mod, "is_initialized", None)
+        try:
+            if callable(init) and init():
+                return True
+        except Exception:  # noqa: BLE001
+            pass
+    return False
+
+
+def _where(tail: str) -> str:
+    """' in file.py:LINE func' from a faulthandler dump (the innermost Python frame)."""
+    import re
+
+    m = re.search(r'most recent call first\):\s*File "([^"]+)", line (\d+) in (\S+)', tail)
+    return f" in {os.path.basename(m.group(1))}:{m.group(2)} {m.group(3)}()" if m else ""
+
+
+class _Slot:
+    def __init__(self, runner: "Runner", k: int):
+        self.r, self.k, self.n = runner, k, 0
+        self.proc = self.conn = None
+        self.case = None
+        self.sent = 0.0
+        self.replay_of: Optional[dict] = None  # first answer of a crash being replayed
+        self.pending_replay = None
+        self.history: deque = deque(maxlen=3)
+        self.log: Optional[str] = None
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.is_alive()
+
+    def start(self):
+        self.stop()
+        self.n += 1
+        self.log = os.path.join(self.r.log_dir, f"worker{self.k}-{self.n}.log")
+        cfg = dict(self.r.worker_cfg, log=self.log)
+        ctx = self.r.ctx
+        here, there = ctx.Pipe()
+        self.proc = ctx.Process(target=worker_main, args=(there, cfg), daemon=True)
+        self.proc.start()
+        there.close()
+        self.conn = here
+        self.history.clear()
+        if not here.poll(self.r.cfg.startup_timeout):
+            self.stop()
+            raise AuditError(f"worker did not start within {self.r.cfg.startup_timeout:.0f}s; "
+                             f"worker log:\n{_tail(self.log)}")
+        try:
+            msg = here.recv()
+        except EOFError:
+            code = self.proc.exitcode if self.proc.join(5) is None else self.proc.exitcode
+            raise AuditError(f"worker died while starting ({_signal_name(code)}); worker log:\n"
+                             f"{_tail(self.log)}") from None
+        if not msg.get("ready"):
+            self.stop()
+            raise AuditError(f"worker set-up failed: {msg.get('error')}\n{msg.get('traceback', '')}")
+        self.r.backend_info = msg.get("backend")
+        self.r.device_name = msg.get("device_name")
+
+    def send(self, case):
+        if not self.alive:
+            self.start()
+        self.case, self.sent = case, time.time()
+        self.conn.send(case)
+
+    def stop(self):
+        if self.proc is not None:
+            if self.proc.is_alive():
+                try:
+                    self.conn.send(None)
+                except Exception:  # noqa: BLE001
+                    pass
+                self.proc.join(2)
+            if self.proc.is_alive():
+                self.proc.kill()
+                self.proc.join(5)
+        if self.conn is not None:
+            self.conn.close()
+        self.proc = self.conn = None
+
+
+class Runner:
+    def __init__(self, cfg: RunConfig, specs: dict, progress=None):
+        self.cfg, self.specs, self.progress = cfg, specs, progress
+        self.backend_info = None
+        self.device_name = None
+        self.log_dir = cfg.log_dir or tempfile.mkdtemp(prefix="stridewise-audit-")
+        os.makedirs(self.log_dir, exist_ok=True)
+        self.device_type = cfg.device.split(":")[0]
+        method = cfg.start_method
+        if method == "auto":  # a GPU worker must not be forked from a process that touched the
+            # GPU (even torch.cuda.is_available() poisons fork): use a clean forkserver then
+            fork_ok = self.device_type == "cpu" and not _accelerator_initialized()
+            method = "fork" if fork_ok else "forkserver"
+        self.start_method = method
+        self.ctx = mp.get_context(method)
+        if method == "forkserver":
+            self.ctx.set_forkserver_preload(["torch", "stridewise.audit.worker"])
+        self.worker_cfg = {"device": cfg.device, "backend": cfg.backend, "imports": list(cfg.imports),
+                           "guard": cfg.guard, "threads": cfg.threads, "sys_path": list(sys.path)}
+        self.prep: dict = {}
+
+    # -- parent side: the oracle ---------------------------------------------------------------
+    def prepare(self, case):
+        if case.id in self.prep:
+            return self.prep[case.id]
+        spec = self.specs[case.op]
+        try:
+            if case.kind == "large":
+                from . import large
+
+                p = large.prepare(spec, case)
+            else:
+                built = gen.build(spec, case)
+                ref = oracle.reference(spec, built, self.cfg.tol)
+                p = (built, ref, diagnose.features(spec, built, ref), None)
+        except Exception:  # noqa: BLE001 - an auditor bug: never hide it
+            p = (None, None, {}, traceback.format_exc())
+        self.prep[case.id] = p
+        return p
+
+    def finish(self, case, ans: dict, seconds: float, replay=None) -> CaseResult:
+        built, ref, feats, err = self.prep.pop(case.id, None) or self.prepare(case)
+        self.prep.pop(case.id, None)
+        spec = self.specs[case.op]
+        if err or ans.get("internal"):
+            v = oracle.Verdict("error", "auditor-error", (err or ans.get("internal", ""))[-1500:])
+        elif case.kind == "large":
+            from . import large
+
+            v = large.judge(spec, built, ref, ans, self.cfg.tol)
+        else:
+            v = oracle.judge(spec, built, ref, ans, self.cfg.tol)
+        res = CaseResult(case, v, feats, seconds, replay,
+                         exc=(f"{ans['exc_type']}: {ans.get('exc_msg', '')[:300]}"
+                              if ans.get("exc_type") else None))
+        if v.status in oracle.FAILING and self.cfg.apply_known and built is not None:
+            k = known.match(case.op, self.device_type, built)
+            if k is not None:
+                res.known = k.name
+                res.verdict = oracle.Verdict("known", v.reason, f"known issue {k.name}: {v.detail}",
+                                             v.mismatch)
+        if res.verdict.status in oracle.FAILING or res.known:
+            res.built, res.ref = built, ref
+        return res
+
+    # -- the loop -----------------------------------------------------------------------------
+    def run(self, cases) -> list:
+        queue = deque(cases)
+        slots = [_Slot(self, k) for k in range(max(1, self.cfg.jobs))]
+        results: list = []
+        try:
+            slots[0].start()  # fail fast (with the reason) if workers cannot start
+            while queue or any(s.case is not None or s.pending_replay is not None for s in slots):
+                for s in slots:
+                    if s.case is None:
+                        if s.pending_replay is not None:
+                            c, s.pending_replay = s.pending_replay, None
+                            s.send(c)
+                        elif queue:
+                            s.send(queue.popleft())
+                busy = [s for s in slots if s.case is not None]
+                for s in busy:
+                    self.prepare(s.case)
+                waits = [s.conn for s in busy] + [s.proc.sentinel for s in busy]
+                left = min(self.cfg.timeout - (time.time() - s.sent) for s in busy)
+                mp_wait(waits, timeout=max(0.01, left))
+                for s in busy:
+                    ans = self._collect(s)
+                    if ans is not None:
+                        r = self._handle(s, ans)
+                        if r is not None:
+                            results.append(r)
+                            if self.progress:
+                                self.progress(r)
+            if len(results) != len(cases):  # never lose a case silently
+                got = {r.case.id for r in results}
+                lost = [c.id for c in cases if c.id not in got]
+                raise AuditError(f"{len(lost)} case(s) got no result (auditor bug): {lost[:5]}")
+        finally:
+            for s in slots:
+                s.stop()
+            if not self.cfg.keep_logs and not self.cfg.log_dir:
+                shutil.rmtree(self.log_dir, ignore_errors=True)
+        return results
+
+    def _collect(self, s: _Slot) -> Optional[dict]:
+        if s.conn.poll():
+            try:
+                return s.conn.recv()
+            except (EOFError, OSError):
+                pass
+        elif s.proc.is_alive():
+            if time.time() - s.sent <= self.cfg.timeout:
+                return None
+            s.proc.kill()
+            s.proc.join(5)
+            return {"ok": False, "fatal": "crash", "timeout": True,
+                    "detail": f"no answer within {self.cfg.timeout:.0f}s (hang?); killed\n"
+                              f"worker log tail:\n{_tail(s.log)}"}
+        s.proc.join(5)
+        code = s.proc.exitcode
+        tail = _tail(s.log, 16000)
+        return {"ok": False, "fatal": "crash", "exit": code,
+                "detail": f"worker died: {_signal_name(code)}{_where(tail)}\nworker log tail:\n"
+                          f"{tail[-1600:]}"}
+
+    def _handle(self, s: _Slot, ans: dict) -> Optional[CaseResult]:
+        case, took = s.case, time.time() - s.sent
+        s.case = None
+        s.history.append(case.id)
+        fatal = ans.get("fatal")
+        if fatal:
+            s.stop()  # the process is dead or its device context is: start afresh
+        if s.replay_of is not None:  # this was the replay of a crash
+            first, s.replay_of = s.replay_of, None
+            confirmed = ans.get("fatal") == "crash"
+            rep = {"confirmed": confirmed, "replay_detail": ans.get("detail") or
+                   ("passed" if ans.get("ok") else f"{ans.get('exc_type')}: {ans.get('exc_msg', '')[:200]}")}
+            if not confirmed:
+                first = dict(first, fatal="crash",
+                             detail=f"crashed once but not when replayed alone in a fresh worker "
+                                    f"(memory corrupted by an earlier case? run before it: "
+                                    f"{', '.join(first.get('_history', []))}). First crash: "
+                                    f"{first.get('detail', '')}")
+            return self.finish(case, first, took, rep)
+        if fatal == "crash":
+            s.replay_of = dict(ans, _history=list(s.history)[:-1])
+            s.pending_replay = case
+            return None
+        return self.finish(case, ans, took)

@@ -1,0 +1,187 @@
+"""The worker: runs cases against the backend under audit, one process that may crash.
+
+A worker enables the backend once, then answers case after case over a pipe. It does as
+little as possible (build inputs, place them on the device, call, synchronize, send back raw
+bytes): every judgement happens in the parent, which never loads the backend. A case that kills
+the worker (segfault, abort, illegal address, device-side assert) is attributed by the parent,
+which restarts the worker and goes on.
+"""
+from __future__ import annotations
+
+import faulthandler
+import importlib
+import os
+import re
+import sys
+import traceback
+import warnings
+
+import torch
+
+from . import gen
+from .oracle import run_call
+
+# A device error after which the context is unusable: the worker reports it and exits.
+_ASSERT = re.compile(r"device-side assert|cudaErrorAssert|hipErrorAssert|"
+                     r"CUDA error: .*assert|vector core exception|device assert", re.I)
+_STICKY = re.compile(r"illegal memory access|illegal address|misaligned address|"
+                     r"unspecified launch failure|illegal instruction|CUDA error|HIP error|"
+                     r"ACL error|XPU error|Device error", re.I)
+
+
+def synchronize(device: torch.device):
+    if device.type == "cpu":
+        return
+    mod = getattr(torch, device.type, None)
+    if mod is not None and hasattr(mod, "synchronize"):
+        mod.synchronize()
+    elif hasattr(torch, "accelerator"):
+        torch.accelerator.synchronize()
+
+
+def classify_error(e: BaseException, device: torch.device):
+    """'device-assert' | 'device-fault' | None (an ordinary, catchable error)."""
+    if device.type == "cpu":
+        return None
+    msg = f"{type(e).__name__}: {e}"
+    if _ASSERT.search(msg):
+        return "device-assert"
+    if _STICKY.search(msg):
+        return "device-fault"
+    return None
+
+
+def _map(v, f):
+    if isinstance(v, list):
+        return [None if x is None else f(x) for x in v]
+    return f(v)
+
+
+def execute(spec, case, device: torch.device, alloc=None) -> dict:
+    """Run one case; returns the raw answer for ``oracle.judge``."""
+    if case.kind == "large":
+        from . import large
+
+        return large.execute(spec, case, device)
+    built = gen.build(spec, case)
+    dev = {k: _map(v, lambda t: gen.materialize(t, device, alloc)) for k, v in built.tensors.items()}
+    ns = dict(built.scalars)
+    ns.update(dev)
+    try:
+        res = run_call(spec.calls[case.variant], ns)
+        synchronize(device)
+    except Exception as e:  # noqa: BLE001
+        kind = classify_error(e, device)
+        ans = {"ok": False, "exc_type": type(e).__name__, "exc_msg": str(e)[:2000]}
+        if kind == "device-assert":
+            ans["fatal"] = "device-assert"
+        elif kind:
+            ans.update(fatal="crash", detail=f"device fault: {type(e).__name__}: {str(e)[:500]}")
+        return ans
+    ans: dict = {"ok": True}
+    try:
+        if built.written:
+            w = dev[built.written]
+            ans["alias"] = (isinstance(res, torch.Tensor) and res.data_ptr() == w.data_ptr()
+                            and res.shape == w.shape and res.stride() == w.stride())
+        else:
+            if not isinstance(res, torch.Tensor):
+                raise TypeError(f"the op returned {type(res).__name__}, not a Tensor")
+            if res.device.type != device.type:
+                raise TypeError(f"the result is on {res.device}, not on {device}")
+            ans["result"] = gen.pack(res)
+        ans["storages"] = {k: _map(v, gen.storage_bytes) if isinstance(v, list)
+                           else [gen.storage_bytes(v)] for k, v in dev.items()}
+        synchronize(device)
+    except Exception as e:  # noqa: BLE001 - a broken result is the backend's failure
+        kind = classify_error(e, device)
+        if kind:
+            return {"ok": False, "fatal": "crash" if kind != "device-assert" else kind,
+                    "exc_type": type(e).__name__, "exc_msg": str(e)[:2000],
+                    "detail": f"device fault after the call: {type(e).__name__}: {str(e)[:500]}"}
+        return {"ok": False, "exc_type": "BadResult", "exc_msg": f"{type(e).__name__}: {e}",
+                "bad_result": True}
+    return ans
+
+
+def device_name(device: torch.device) -> str:
+    try:
+        if device.type == "cuda":
+            return torch.cuda.get_device_name(device)
+        mod = getattr(torch, device.type, None)
+        if mod is not None and hasattr(mod, "get_device_name"):
+            return str(mod.get_device_name(device))
+    except Exception:  # noqa: BLE001
+        pass
+    import platform
+
+    return platform.processor() or platform.machine() if device.type == "cpu" else device.type
+
+
+def setup(cfg: dict):
+    """Process set-up shared by workers and single-case runs: threads, imports, backend."""
+    warnings.filterwarnings("ignore")
+    torch.set_num_threads(max(1, int(cfg.get("threads", 1))))
+    for path in cfg.get("sys_path", []):
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    for m in cfg.get("imports", []):
+        importlib.import_module(m)
+    device = torch.device(cfg["device"])
+    if device.type == "cuda":
+        torch.cuda.set_device(device.index or 0)
+    info = None
+    if cfg.get("backend"):
+        from .backends import enable
+
+        info = enable(cfg["backend"])
+    alloc = None
+    if cfg.get("guard"):
+        from .guard import allocator
+
+        alloc = allocator(device)
+    return device, alloc, info
+
+
+def worker_main(conn, cfg: dict):
+    """Entry point of a worker process (multiprocessing target)."""
+    log = cfg.get("log")
+    if log:
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+        sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
+        sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
+    faulthandler.enable()
+    try:
+        from .specs import SPECS
+
+        device, alloc, info = setup(cfg)
+        conn.send({"ready": True, "backend": info, "pid": os.getpid(), "torch": torch.__version__,
+                   "device_name": device_name(device)})
+    except BaseException as e:  # noqa: BLE001
+        conn.send({"ready": False, "error": f"{type(e).__name__}: {e}",
+                   "traceback": traceback.format_exc()})
+        return
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:
+            return
+        if msg is None:
+            return
+        case = msg
+        print(f"[case] {case.id}", flush=True)
+        try:
+            ans = execute(SPECS[case.op], case, device, alloc)
+        except BaseException as e:  # noqa: BLE001 - an auditor bug: report it, keep going
+            kind = classify_error(e, device)
+            ans = {"ok": False, "exc_type": type(e).__name__, "exc_msg": str(e)[:2000],
+                   "internal": traceback.format_exc()}
+            if kind:
+                ans["fatal"] = "device-assert" if kind == "device-assert" else "crash"
+        conn.send(ans)
+        if ans.get("fatal"):
+            sys.stdout.flush()
+            os._exit(3)  # the device context is unusable: the parent starts a fresh worker

@@ -1,0 +1,76 @@
+"""A deliberately broken indexing backend, to prove the auditor catches real kernel bugs.
+
+``enable(kind)`` registers, through ``torch.library`` on the CPU and CUDA dispatch keys,
+kernels for aten::gather (+ .out), aten::scatter_add (+ scatter_add_, .out),
+aten::index_select (+ .out) and aten::take (+ .out). They behave like a real strided kernel
+(they compute element offsets and read/write the operands' raw memory), are correct except
+for exactly one planted fault, and misbehave the way a real kernel would:
+
+  flat_index      the index is read as contiguous memory from its data pointer (the FlagGems
+                  gather bug): an expanded index is read past its storage
+  offset_ignored  self's storage offset is ignored (offsets start at the storage base)
+  out_strides     out= is written as if contiguous (its strides are ignored)
+  neg_nowrap      negative indices are not wrapped (take): memory before self is read
+  skip_oob        out-of-range indices are silently skipped (no error)
+  overflow32      element offsets are computed in 32 bits (wrap above 2**31 elements)
+  rank_limit      only the first 5 dims are walked: coordinates of dims >= 5 are ignored
+  writes_input    functional scatter_add updates (and returns) its input instead of a copy
+  out_ignored     gather.out computes into a fresh tensor and returns it; out is not written
+  lossy_accum     scatter_add rounds floating src values to bfloat16 before accumulating
+  none            no fault (a correct Python kernel: the auditor must pass it)
+
+Usage: ``python3 -m stridewise audit --backend 'tests/planted_backend:enable(flat_index)'``.
+``disable()`` restores the native kernels. Raw memory is reached through numpy (CPU) and
+``__cuda_array_interface__`` (CUDA); indexing into that raw memory uses aten::index /
+aten::index_put_, which this backend never overrides.
+"""
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+from . import _engine as E
+
+KINDS = ("flat_index", "offset_ignored", "out_strides", "neg_nowrap", "skip_oob", "overflow32",
+         "rank_limit", "writes_input", "out_ignored", "lossy_accum", "none")
+OPS = ("gather", "scatter_add", "index_select", "take")
+_lib = None
+_kind = None
+
+
+def enable(kind: str = "flat_index", ops=None):
+    """Register the planted kernels with fault ``kind`` (replacing any previous ones)."""
+    global _lib, _kind
+    if kind not in KINDS:
+        raise ValueError(f"unknown planted fault {kind!r}; known: {', '.join(KINDS)}")
+    disable()
+    ops = tuple(ops or OPS) if not isinstance(ops, str) else (ops,)
+    E.FAULT = kind
+    lib = torch.library.Library("aten", "IMPL")
+    table = {
+        "gather": [("gather", E.gather), ("gather.out", E.gather_out)],
+        "scatter_add": [("scatter_add", E.scatter_add), ("scatter_add_", E.scatter_add_),
+                        ("scatter_add.out", E.scatter_add_out)],
+        "index_select": [("index_select", E.index_select), ("index_select.out", E.index_select_out)],
+        "take": [("take", E.take), ("take.out", E.take_out)],
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for op in ops:
+            for name, fn in table[op]:
+                for key in ("CPU", "CUDA"):
+                    lib.impl(name, fn, key)
+    _lib, _kind = lib, kind
+    return {"kind": kind, "ops": list(ops)}
+
+
+def disable():
+    global _lib, _kind
+    if _lib is not None:
+        _lib._destroy() if hasattr(_lib, "_destroy") else None
+    _lib, _kind = None, None
+
+
+def current():
+    return _kind

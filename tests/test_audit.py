@@ -1,0 +1,429 @@
+"""The auditor (python -m stridewise audit), tested against native ATen and a planted backend.
+
+- native ATen passes the quick matrix of the whole family (CPU; CUDA when present)
+- every planted fault (tests/planted_backend) is caught, with the right diagnosis
+- --guard turns the flat index reader into a crash attributed to its case (confirmed on replay)
+- the JSON report's schema, exit codes, case-id round trips, repro scripts that reproduce
+- each check is seen failing on a planted fault (values, tolerance, inputs modified, writes
+  outside the view, missing error, spurious error, crash)
+
+Seeds: STRIDEWISE_SEED when set, else random per run (printed on failure).
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+PYDIR = ROOT / "python"
+PLANTED = ROOT / "tests" / "planted_backend"
+STANDALONE = PYDIR / "stridewise" / "audit" / "standalone.py"
+if str(PYDIR) not in sys.path:
+    sys.path.insert(0, str(PYDIR))
+
+try:  # the auditor must not need the native library: fall back to the subpackage alone
+    import stridewise  # noqa: F401
+except ImportError:
+    _stub = types.ModuleType("stridewise")
+    _stub.__path__ = [str(PYDIR / "stridewise")]
+    sys.modules["stridewise"] = _stub
+
+from stridewise.audit import cli, gen, matrix  # noqa: E402
+from stridewise.audit.caseid import parse_case_id  # noqa: E402
+from stridewise.audit.specs import SPECS  # noqa: E402
+from stridewise.audit.worker import classify_error  # noqa: E402
+
+SEED = int(os.environ.get("STRIDEWISE_SEED") or random.SystemRandom().randrange(1, 10**6)) % 10**6
+HAVE_CUDA = torch.cuda.is_available()
+DEVICES = [pytest.param("cpu", id="cpu"),
+           pytest.param("cuda", id="cuda", marks=pytest.mark.skipif(not HAVE_CUDA, reason="no CUDA"))]
+
+
+def planted(kind: str) -> str:
+    return f"{PLANTED}:enable({kind})"
+
+
+def audit(tmp_path, *args, seed=SEED):
+    """Run the CLI in-process; returns (exit status, JSON report, repro dir)."""
+    out = tmp_path / f"a{len(list(tmp_path.iterdir()))}"
+    out.mkdir()
+    argv = [*map(str, args), "--json", str(out / "r.json"), "--repro-dir", str(out / "repro"),
+            "--no-progress", "--seed", str(seed), "-q"]
+    rc = cli.main(argv)
+    rep = json.loads((out / "r.json").read_text()) if (out / "r.json").exists() else None
+    return rc, rep, out / "repro"
+
+
+def why(rep) -> str:
+    """Context for assertion messages: seed, summary, diagnoses, a few failures."""
+    if not rep:
+        return f"seed={SEED}, no report"
+    d = {op: [x["text"] for x in v["diagnosis"]] for op, v in rep["ops"].items() if v["diagnosis"]}
+    f = [(x["id"], x["status"], x["detail"][:160]) for x in rep["failures"][:6]]
+    return f"STRIDEWISE_SEED={SEED} summary={rep['summary']} diagnosis={d} failures={f}"
+
+
+# --------------------------------------------------------------------------------------------
+# native ATen passes
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_aten_passes_quick_matrix_of_the_whole_family(tmp_path, device):
+    rc, rep, _ = audit(tmp_path, "--device", device, "--matrix", "quick")
+    assert rep["summary"]["failed"] == 0 and rc == 0, why(rep)
+    assert set(rep["ops"]) == set(SPECS)
+    assert rep["summary"]["cases"] > 5000
+    assert rep["summary"]["error"] == 0, why(rep)
+    # every op ran every layout class and real cases (not just skips)
+    for op, v in rep["ops"].items():
+        assert v["counts"]["pass"] > 100, (op, v["counts"])
+        assert {"contiguous", "expand", "transpose", "step_slice", "offset", "compound"} <= set(v["by_layout"])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_aten_passes_large_probes(tmp_path, device):
+    rc, rep, _ = audit(tmp_path, "--device", device, "--large-only")
+    assert rc == 0 and rep["summary"]["pass"] == rep["summary"]["cases"] == 12, why(rep)
+
+
+# --------------------------------------------------------------------------------------------
+# planted faults: caught, with the right diagnosis
+
+PLANTS = {
+    # kind: (op, acceptable main-diagnosis predicates, words the diagnosis must contain, reasons)
+    "flat_index": ("gather", {"idx.noncontig", "idx.stride0"}, "read as contiguous", None),
+    "offset_ignored": ("gather", {"self.offset"}, "storage offset of self", {"values"}),
+    "out_strides": ("gather", {"out.noncontig"}, "strides are ignored",
+                    {"outside-view-written", "values"}),
+    "neg_nowrap": ("take", {"kind=neg", "idx.neg"}, "not wrapped", None),
+    "skip_oob": ("gather", {"bad_index"}, "silently ignored", {"missing-error"}),
+    "rank_limit": ("gather", {"rank>=6"}, "rank limit", None),
+    "writes_input": ("scatter_add", {"variant=func"}, "modified", {"input-modified"}),
+    "out_ignored": ("gather", {"variant=out"}, "", None),
+    "lossy_accum": ("scatter_add", {"floating"}, "tolerance", {"values"}),
+}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kind", list(PLANTS))
+def test_planted_fault_is_caught_with_the_right_diagnosis(tmp_path, device, kind):
+    op, preds, words, reasons = PLANTS[kind]
+    rc, rep, repro = audit(tmp_path, "--device", device, "--ops", op, "--matrix", "quick",
+                           "--backend", planted(kind))
+    assert rc == 1 and rep["summary"]["failed"] > 0, why(rep)
+    assert rep["summary"]["error"] == 0, why(rep)
+    diag = rep["ops"][op]["diagnosis"]
+    assert diag and diag[0]["predicate"] in preds, why(rep)
+    assert words in diag[0]["text"], why(rep)
+    assert diag[0]["failing"] == rep["ops"][op]["counts"]["failed"]  # explains every failure
+    if reasons:
+        assert {f["reason"] for f in rep["failures"] if f["op"] == op} <= reasons, why(rep)
+    for f in rep["failures"]:
+        assert Path(f["repro"]).is_file(), f
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_planted_32bit_overflow_is_caught_by_the_large_probe(tmp_path, device):
+    rc, rep, _ = audit(tmp_path, "--device", device, "--ops", "gather", "--matrix", "quick",
+                       "--ranks", "1,2,3", "--large", "--backend", planted("overflow32"))
+    assert rc == 1, why(rep)
+    d = rep["ops"]["gather"]["diagnosis"][0]
+    assert d["predicate"] == "large" and "2**31" in d["text"], why(rep)
+    assert all(f["kind"] == "large" for f in rep["failures"]), why(rep)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_correct_python_kernels_pass(tmp_path, device):
+    """The planted engine without a fault passes: failures above come from the faults."""
+    rc, rep, _ = audit(tmp_path, "--device", device, "--ops", "gather,scatter_add,index_select,take",
+                       "--matrix", "quick", "--ranks", "0,1,3,6", "--backend", planted("none"))
+    assert rc == 0, why(rep)
+
+
+# --------------------------------------------------------------------------------------------
+# guard pages: the flat reader becomes a crash, attributed to its case
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_guard_turns_the_flat_reader_into_an_attributed_crash(tmp_path, device):
+    rc, rep, _ = audit(tmp_path, "--device", device, "--ops", "gather", "--matrix", "quick",
+                       "--ranks", "1,2,3", "--variants", "func", "--guard",
+                       "--backend", planted("flat_index"))
+    assert rc == 1, why(rep)
+    crashes = [f for f in rep["failures"] if f["status"] == "crash"]
+    assert crashes, why(rep)
+    for f in crashes:
+        assert f["replay"]["confirmed"], f  # crashed again alone in a fresh worker
+        idx = f["operands"]["idx"]
+        # the crashing case really is one whose index is read past its storage
+        assert any(st == 0 and sz > 1 for sz, st in zip(idx["shape"], idx["stride"])), f
+    # exact attribution: a case crashes iff reading the index flat (numel elements from its
+    # first one) runs past the end of its storage, which guard mode cuts to the view's extent
+    for cid, status in rep["cases"]:
+        c = parse_case_id(cid)
+        if c.kind not in ("rand", "dup", "wide"):
+            continue
+        idx = gen.build(SPECS[c.op], c).tensors["idx"]
+        past_end = idx.storage_offset() + idx.numel() > gen.extent(idx)
+        assert (status == "crash") == past_end, (cid, status, past_end, why(rep))
+    subs = {d["predicate"] for d in rep["ops"]["gather"]["diagnosis"] if d["statuses"].keys() == {"crash"}}
+    assert "idx.stride0" in subs, why(rep)
+    # the repro script crashes too (guard pages inlined)
+    r = subprocess.run([sys.executable, crashes[0]["repro"], device], capture_output=True, text=True,
+                       timeout=120, env=_plain_env())
+    assert r.returncode not in (0, 1), (r.returncode, r.stdout, r.stderr[-500:])
+
+
+def test_guard_page_faults_one_element_past_the_storage():
+    code = f"""
+import sys, ctypes
+sys.path.insert(0, {str(PYDIR / 'stridewise' / 'audit')!r})
+import torch
+from guard import CpuGuard
+t = CpuGuard().empty(5, torch.float64)
+t.copy_(torch.arange(5.))
+assert t.tolist() == [0., 1., 2., 3., 4.]
+print("inside ok", flush=True)
+ctypes.c_double.from_address(t.data_ptr() + 5 * 8).value
+print("NOT REACHED", flush=True)
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "inside ok" in r.stdout and "NOT REACHED" not in r.stdout, (r.stdout, r.stderr)
+    assert r.returncode == -11, (r.returncode, r.stderr[-400:])
+
+
+# --------------------------------------------------------------------------------------------
+# report, exit codes, ids, repro scripts
+
+
+def test_json_schema(tmp_path):
+    rc, rep, _ = audit(tmp_path, "--ops", "take,gather", "--matrix", "quick", "--ranks", "1,2",
+                       "--backend", planted("offset_ignored"))
+    assert rc == 1
+    assert rep["schema"] == "stridewise-audit/1"
+    for k in ("torch", "device", "backend", "guard", "matrix", "seed", "tolerance", "seconds",
+              "summary", "ops", "diagnosis", "failures", "cases", "repro_dir"):
+        assert k in rep, k
+    s = rep["summary"]
+    statuses = ("pass", "wrong", "crash", "bad-error", "device-assert", "known", "unsupported",
+                "skip", "error")
+    assert sum(s[k] for k in statuses) == s["cases"] == len(rep["cases"])
+    assert s["failed"] == s["wrong"] + s["crash"] + s["bad-error"] + s["error"]
+    assert s["exit_status"] == 1
+    assert "eps(dtype)" in rep["tolerance"]["rule"]
+    for op, v in rep["ops"].items():
+        assert sum(v["counts"][k] for k in statuses) == v["counts"]["cases"]
+        assert sum(c["cases"] for c in v["by_layout"].values()) == v["counts"]["cases"]
+        for d in v["diagnosis"]:
+            assert {"scope", "text", "predicate", "failing", "covered", "statuses"} <= set(d)
+    for f in rep["failures"]:
+        for k in ("id", "op", "variant", "layout_class", "rank", "dtype", "status", "reason",
+                  "detail", "repro", "operands", "scalars"):
+            assert k in f, (k, f)
+        for o in f["operands"].values():
+            for t in (o if isinstance(o, list) else [o]):
+                if t is not None:
+                    assert {"shape", "stride", "storage_offset", "dtype"} <= set(t)
+    for cid, status in rep["cases"]:
+        assert parse_case_id(cid).id == cid
+
+
+def test_exit_codes_and_reasons(tmp_path, capsys):
+    assert audit(tmp_path, "--ops", "take", "--ranks", "1", "--matrix", "quick")[0] == 0
+    assert audit(tmp_path, "--ops", "take", "--ranks", "1", "--matrix", "quick",
+                 "--backend", planted("neg_nowrap"))[0] == 1
+
+    def run(*args):
+        capsys.readouterr()
+        rc = cli.main([*args, "--no-progress", "--repro-dir", str(tmp_path / "r")])
+        return rc, capsys.readouterr().err
+
+    rc, err = run("--ops", "nosuchop")
+    assert rc == 2 and "unknown op 'nosuchop'" in err
+    rc, err = run("--dtypes", "float99")
+    assert rc == 2 and "float99" in err
+    rc, err = run("--backend", "no_such_backend_module_xyz", "--ops", "take")
+    assert rc == 2 and "no_such_backend_module_xyz" in err and "import" in err, err
+    rc, err = run("--backend", f"{PLANTED}:no_such_call", "--ops", "take")
+    assert rc == 2 and "no_such_call" in err and "enable" in err, err  # lists what exists
+    rc, err = run("--case", "gather/idx=nolayout")
+    assert rc == 2 and "nolayout" in err
+    rc, err = run("--device", "nosuchdevice")
+    assert rc == 2 and "nosuchdevice" in err
+    # the standalone entry works with or without the native library
+    r = subprocess.run([sys.executable, str(STANDALONE), "--ops", "take", "--ranks", "1", "--matrix",
+                        "quick", "--no-progress", "-q", "--backend", planted("neg_nowrap"),
+                        "--repro-dir", str(tmp_path / "r2")],
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 1 and "FAIL" in r.stdout, (r.stdout, r.stderr[-800:])
+
+
+def test_module_entry_points(tmp_path):
+    args = ["--ops", "take", "--ranks", "1", "--matrix", "quick", "--no-progress", "-q",
+            "--repro-dir", str(tmp_path / "r")]
+    env = dict(os.environ, PYTHONPATH=str(PYDIR))
+    for cmd in ([sys.executable, "-m", "stridewise.audit"], [sys.executable, "-m", "stridewise", "audit"]):
+        r = subprocess.run(cmd + args, capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+        if r.returncode != 0 and "NativeLibraryError" in r.stderr:
+            pytest.skip("stridewise/__init__ requires the native library (see docs/audit.md)")
+        assert r.returncode == 0 and "PASS" in r.stdout, (cmd, r.stdout[-500:], r.stderr[-800:])
+
+
+def test_case_ids_round_trip_and_abbreviate():
+    for spec in SPECS.values():
+        for v in spec.variants:
+            for c in matrix.cases_for(spec, v, matrix.MatrixOptions("quick", seed=3)):
+                assert parse_case_id(c.id, spec.operands + ("out",), tuple(spec.params)) == c, c.id
+    c = parse_case_id("gather/idx=expand/r3/float16/s123")
+    assert (c.op, c.variant, c.layout_of("idx"), c.rank, c.dtype, c.idx_dtype, c.kind, c.seed) == \
+        ("gather", "func", "expand", 3, "float16", "i64", "rand", 123)
+    assert c.id == "gather/func/idx=expand/r3/float16/i64/rand/s123"
+
+
+def test_single_case_is_reproducible(tmp_path):
+    cid = "gather/func/self=offset/r3/float16/i64/rand/s123"
+    rc, rep, _ = audit(tmp_path, "--case", "gather/self=offset/r3/float16/s123",
+                       "--backend", planted("offset_ignored"))
+    assert rc == 1 and rep["cases"] == [[cid, "wrong"]], why(rep)
+    rc2, rep2, _ = audit(tmp_path, "--case", cid, "--backend", planted("offset_ignored"))
+    assert rep2["failures"][0]["detail"] == rep["failures"][0]["detail"]  # same data, same answer
+    assert rep2["failures"][0]["operands"] == rep["failures"][0]["operands"]
+    assert rep["failures"][0]["operands"]["self"]["storage_offset"] > 0
+
+
+def _plain_env():
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
+    return env
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kind", ["offset_ignored", "skip_oob", "out_strides"])
+def test_repro_scripts_reproduce_and_isolate_the_backend(tmp_path, device, kind):
+    op = PLANTS[kind][0]
+    rc, rep, repro = audit(tmp_path, "--device", device, "--ops", op, "--matrix", "quick",
+                           "--ranks", "1,2,3", "--backend", planted(kind))
+    assert rc == 1
+    scripts = sorted(Path(f["repro"]) for f in rep["failures"])[:1]
+    assert scripts
+    for s in scripts:
+        r = subprocess.run([sys.executable, str(s), device], capture_output=True, text=True,
+                           timeout=120, env=_plain_env(), cwd=tmp_path)
+        assert r.returncode == 1 and "FAIL (reproduced)" in r.stdout, (s, r.stdout, r.stderr[-500:])
+        native = s.with_name(s.stem + "_native.py")
+        native.write_text(re.sub(r"^BACKEND = .*$", "BACKEND = None", s.read_text(), flags=re.M))
+        r = subprocess.run([sys.executable, str(native), device], capture_output=True, text=True,
+                           timeout=120, env=_plain_env(), cwd=tmp_path)
+        assert r.returncode == 0 and "OK" in r.stdout, (native, r.stdout, r.stderr[-500:])
+
+
+def test_tolerance_is_configurable(tmp_path):
+    # bfloat16 rounding costs ~2**-8 relative: far beyond 2*eps(float32)*(terms+1), within 1e5*eps
+    args = ("--ops", "scatter_add", "--matrix", "quick", "--ranks", "1,2", "--dtypes", "float32",
+            "--backend", planted("lossy_accum"))
+    rc, rep, _ = audit(tmp_path, *args)
+    assert rc == 1, why(rep)
+    rc, rep, _ = audit(tmp_path, *args, "--tol-factor", "1e5")
+    assert rc == 0, why(rep)
+    assert rep["tolerance"]["factor"] == 1e5
+
+
+def test_device_error_classification():
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    assert classify_error(RuntimeError("CUDA error: device-side assert triggered\nCUDA kernel "
+                                       "errors might be asynchronously reported"), cuda) == "device-assert"
+    assert classify_error(RuntimeError("CUDA error: an illegal memory access was encountered"),
+                          cuda) == "device-fault"
+    assert classify_error(RuntimeError("index 5 is out of bounds for dimension 1"), cuda) is None
+    assert classify_error(RuntimeError("CUDA error: device-side assert triggered"), cpu) is None
+
+
+def test_native_is_the_oracle_even_when_the_backend_replaces_cpu_kernels(tmp_path):
+    """The planted backend overrides aten::gather on CPU; the oracle (parent process) must
+    still be native: a correct backend passes and a broken one fails, on CPU."""
+    assert audit(tmp_path, "--ops", "gather", "--ranks", "2", "--matrix", "quick",
+                 "--backend", planted("none"))[0] == 0
+    assert audit(tmp_path, "--ops", "gather", "--ranks", "2", "--matrix", "quick",
+                 "--backend", planted("offset_ignored"))[0] == 1
+
+
+def test_every_check_fires_on_a_tampered_answer():
+    """Feed the judge a correct native answer, then break it one way at a time."""
+    from stridewise.audit import oracle
+    from stridewise.audit.worker import execute
+
+    tol = oracle.Tolerance()
+    cpu = torch.device("cpu")
+
+    def verdict(cid, tamper):
+        c = parse_case_id(cid)
+        spec = SPECS[c.op]
+        built = gen.build(spec, c)
+        ref = oracle.reference(spec, built, tol)
+        ans = execute(spec, c, cpu)
+        assert oracle.judge(spec, built, ref, ans, tol).status in ("pass", "skip"), cid
+        tamper(ans)
+        return oracle.judge(spec, built, ref, ans, tol)
+
+    def flip(raw: bytes, i: int) -> bytes:
+        b = bytearray(raw)
+        b[i] ^= 0x40
+        return bytes(b)
+
+    def flip_result(a):
+        a["result"]["raw"] = flip(a["result"]["raw"], 1)
+
+    def flip_input(a):
+        a["storages"]["self"][0] = flip(a["storages"]["self"][0], 0)
+
+    def flip_outside(a):  # out is a step slice: element 0 of its storage is outside the view
+        a["storages"]["out"][0] = flip(a["storages"]["out"][0], 0)
+
+    def grow(a):
+        a["storages"]["out"][0] += b"\0" * 8
+
+    def unalias(a):
+        a["alias"] = False
+
+    def no_error(a):
+        a.update(ok=True, result={"dtype": "float32", "shape": [0], "raw": b""}, storages={})
+
+    def raised(a):
+        a.update(ok=False, exc_type="RuntimeError", exc_msg="planted")
+
+    def crashed(a):
+        a.update(ok=False, fatal="crash", detail="worker died: SIGSEGV")
+
+    def assert_(a):
+        a.update(ok=False, fatal="device-assert", exc_msg="CUDA error: device-side assert triggered")
+
+    def off_by_tol(a):  # float accumulation: move one element by 1e-3 (>> 2*eps32*terms)
+        t = gen.unpack(a["result"]).clone()
+        t.view(-1)[0] += 1e-3 * (1 + abs(float(t.view(-1)[0])))
+        a["result"] = gen.pack(t)
+
+    g = "gather/func/r2/float32/s1"
+    assert (verdict(g, flip_result).reason, verdict(g, flip_input).reason) == ("values", "input-modified")
+    o = "gather/out/out=step_slice/r2/float32/s1"
+    assert verdict(o, flip_outside).reason == "outside-view-written"
+    assert verdict(o, grow).reason == "storage-resized"
+    assert verdict(o, unalias).reason == "not-aliased"
+    bad = "gather/func/r2/float32/oob/s1"
+    assert verdict(bad, no_error).reason == "missing-error"
+    assert verdict(bad, assert_).status == "device-assert"
+    assert verdict(g, raised).reason == "spurious-error"
+    assert verdict(g, crashed).status == "crash"
+    assert verdict(g, assert_).reason == "device-assert-valid"
+    acc = "scatter_add/func/r2/float32/dup/s1"
+    v = verdict(acc, off_by_tol)
+    assert v.reason == "values" and "eps(dtype)" in v.detail
+    w = "scatter.src/func/r2/float32/dup/s1"  # write mode: a value nobody wrote
+    assert verdict(w, flip_result).reason == "values"
