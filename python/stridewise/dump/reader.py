@@ -1,0 +1,54 @@
+"""Reading a stridewise dump back in Python (records and tensors)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+
+
+def rank_dirs(root):
+    """[(step, rank, path)] under a dump root, sorted."""
+    out = []
+    for sd in os.listdir(root):
+        m = re.fullmatch(r"step(\d+)", sd)
+        if not m or not os.path.isdir(os.path.join(root, sd)):
+            continue
+        for rd in os.listdir(os.path.join(root, sd)):
+            r = re.fullmatch(r"rank(\d+)", rd)
+            if r:
+                out.append((int(m.group(1)), int(r.group(1)), os.path.join(root, sd, rd)))
+    return sorted(out)
+
+
+def read_index(rank_dir, kinds=("tensor",)):
+    """Records of DIR/index.jsonl (kinds: "tensor", "op", "meta"; None for all)."""
+    path = os.path.join(rank_dir, "index.jsonl")
+    out = []
+    with open(path, "rb") as f:
+        for no, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                if not line.endswith(b"\n"):
+                    break  # incomplete last record of an interrupted capture
+                raise ValueError(f"{path}:{no}: invalid JSON record: {e}") from e
+            if kinds is None or rec.get("kind", "tensor") in kinds:
+                out.append(rec)
+    return out
+
+
+def load_tensor(rank_dir, rec):
+    """The recorded tensor (a CPU torch.Tensor with the stored dtype and shape)."""
+    import torch
+
+    if rec.get("skipped"):
+        raise ValueError(f"tensor was not stored: {rec['skipped']}")
+    from safetensors import safe_open
+
+    with safe_open(os.path.join(rank_dir, rec["file"]), framework="pt") as f:
+        t = f.get_tensor(rec["key"])
+    if rec.get("stored_as") == "view_as_real":
+        t = torch.view_as_complex(t)
+    return t
