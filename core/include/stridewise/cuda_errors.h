@@ -1,9 +1,12 @@
 // Out-of-range index values on CUDA.
 //
 // Kernels never address memory through a bad index. Each device has one error record in
-// mapped (zero-copy) pinned host memory; the first offending thread wins an atomic flag in
-// device memory and writes {op, dim, value, size} there. Reading the record is a host
-// memory read: no synchronization, no stream work.
+// mapped (zero-copy) pinned host memory. The first offending thread wins the record's
+// `claim` word (a device-scope atomicCAS 0 -> 1; only one device's threads ever touch a
+// given record, so device-scope atomicity is all that is needed), writes {op, dim, value,
+// size, position}, fences system-wide and then sets `flag`. Reading the record is a host
+// memory read: no synchronization, no stream work. Clearing it is two host stores
+// (flag = 0, then claim = 0), so polling never enqueues device work either.
 //
 // Two modes (process-wide; STRIDEWISE_CUDA_CHECK=deferred|sync, or set_cuda_check_mode):
 //  - kDeferred (default): no host synchronization on the hot path. The adapter polls the
@@ -13,6 +16,8 @@
 //  - kSync: every launch is followed by a stream synchronization and a poll, so the error
 //    is raised by the call that caused it. Costs one host sync per call (see bench/).
 // In both modes the CUDA context stays usable: nothing traps.
+// "First" error: while a record is pending (claimed, not yet polled), further offending
+// elements are skipped without being recorded; the poll reports the pending one.
 #pragma once
 
 #include <cstdint>
@@ -26,21 +31,26 @@ enum class CudaCheckMode : int32_t { kDeferred = 0, kSync = 1 };
 CudaCheckMode cuda_check_mode();
 void set_cuda_check_mode(CudaCheckMode mode);
 
-// Device-visible record (lives in mapped pinned host memory).
+// Device-visible record (lives in mapped pinned host memory; one per device).
 struct CudaErrorRecord {
-  int32_t flag;  // 0 = clear, 1 = written and complete
-  int32_t op;    // OpCode
+  int32_t claim;     // 0 = free; 1 = an offending thread owns the record until it is polled
+  int32_t flag;      // 0 = clear, 1 = fields below written and complete
+  int32_t op;        // OpCode
+  int32_t reserved;  // keeps the 64-bit fields 8-byte aligned
   int64_t dim;
   int64_t value;
   int64_t size;
-  int64_t position;
+  int64_t position;  // linear position of the element in the launch's planned iteration order
 };
 
-// Device pointers for `device`'s record and winner flag, allocated on first use.
+// Device pointers for `device`'s record and its claim word (*claim == &(*record)->claim),
+// allocated on first use (thread-safe, once per device). Either output may be null.
 Status cuda_error_slots(int device, CudaErrorRecord** record, int32_t** claim, ErrorDetail* err);
 
 // If a kernel on `device` recorded an error, fills *err, clears the record and returns
-// kIndexOutOfRange; otherwise kOk. With `stream` non-null, synchronizes it first.
+// kIndexOutOfRange; otherwise kOk. With `stream` non-null, synchronizes it first (a failed
+// synchronization returns kDeviceError). device < 0 means the calling thread's current
+// device. Never allocates: a device that never launched a stridewise kernel returns kOk.
 Status cuda_poll_errors(int device, void* stream, ErrorDetail* err);
 
 }  // namespace stridewise

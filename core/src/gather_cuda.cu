@@ -1,0 +1,103 @@
+// CUDA gather: the contract is in gather.h; kernel bodies, kernel choice and dispatch are
+// in gather_cuda_impl.h (shared with the host emulation test); design in
+// docs/gather_cuda.md. This file holds what needs a GPU: the __global__ wrappers, the
+// error report into the mapped record, the launch, and the deferred/sync check.
+//
+// Host overhead per call: plan_gather (host arithmetic over <= 64 dims), cudaGetDevice,
+// one atomic load for the (lazily allocated) error record, the launch and
+// cudaGetLastError. No allocation, no synchronization (unless CudaCheckMode::kSync).
+#include <cuda_runtime.h>
+
+#include "cuda_status.cuh"
+#include "gather_cuda_impl.h"
+#include "stridewise/cuda_errors.h"
+#include "stridewise/gather.h"
+
+namespace stridewise {
+namespace cuda_gather {
+namespace {
+
+// First reporter per block (shared flag), then first per device (the record's claim word;
+// a plain read skips the bus atomic while a record is already pending). Out of line so the
+// hot loops do not carry its registers; called at most once per thread, after its loop.
+__device__ __noinline__ void report_bad_index(int* block_claim, ErrorSite site, BadIndex bad) {
+  if (atomicExch(block_claim, 1) != 0) return;
+  volatile CudaErrorRecord* r = site.rec;
+  if (r->claim != 0) return;
+  if (atomicCAS(&site.rec->claim, 0, 1) != 0) return;
+  r->op = static_cast<int32_t>(OpCode::kGather);
+  r->dim = site.dim;
+  r->value = bad.value;
+  r->size = site.size;
+  r->position = bad.position;
+  __threadfence_system();  // every field reaches the host before the flag does
+  r->flag = 1;
+}
+
+template <typename E, typename IdxT, typename I, int D>
+__global__ void __launch_bounds__(kThreads) gather_elems_kernel(const ElemsArgs<IdxT, I, D> a) {
+  __shared__ int block_claim;
+  if (threadIdx.x == 0) block_claim = 0;
+  __syncthreads();
+  BadIndex bad;
+  elems_thread<E>(a, I(blockIdx.x), I(threadIdx.x), I(gridDim.x), bad);
+  if (bad.any) report_bad_index(&block_claim, a.site, bad);
+}
+
+template <typename U, typename IdxT, typename I, int D>
+__global__ void __launch_bounds__(kThreads) gather_rows_kernel(const RowsArgs<IdxT, I, D> a) {
+  __shared__ int block_claim;
+  if (threadIdx.x == 0) block_claim = 0;
+  __syncthreads();
+  BadIndex bad;
+  rows_thread<U>(a, I(blockIdx.x), I(threadIdx.x), I(gridDim.x), bad);
+  if (bad.any) report_bad_index(&block_claim, a.site, bad);
+}
+
+struct CudaRunner {
+  cudaStream_t stream;
+  template <typename U, typename IdxT, typename I, int D>
+  void rows(const RowsArgs<IdxT, I, D>& a, unsigned blocks) {
+    gather_rows_kernel<U, IdxT, I, D><<<blocks, kThreads, 0, stream>>>(a);
+  }
+  template <typename E, typename IdxT, typename I, int D>
+  void elems(const ElemsArgs<IdxT, I, D>& a, unsigned blocks) {
+    gather_elems_kernel<E, IdxT, I, D><<<blocks, kThreads, 0, stream>>>(a);
+  }
+};
+
+}  // namespace
+}  // namespace cuda_gather
+
+Status gather_cuda(const GatherArgs& args, void* stream, ErrorDetail* err) {
+  GatherPlan plan;
+  Status st = plan_gather(args, &plan, err);
+  if (st != Status::kOk) return st;
+  if (plan.loop.numel == 0) return Status::kOk;
+
+  int device = 0;
+  SW_CUDA_TRY(cudaGetDevice(&device), err);
+  CudaErrorRecord* rec = nullptr;
+  st = cuda_error_slots(device, &rec, nullptr, err);
+  if (st != Status::kOk) return st;
+
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  cuda_gather::CudaRunner runner{s};
+  std::string why;
+  st = cuda_gather::run_gather(args, plan, {rec, plan.dim, plan.self_dim_size}, runner, &why);
+  if (st != Status::kOk) return detail::fail(err, st, why);
+  SW_CUDA_TRY(cudaGetLastError(), err);  // launch configuration, or an earlier sticky error
+
+  if (cuda_check_mode() == CudaCheckMode::kSync) {
+    // A stream being captured into a graph cannot be synchronized: there the launch is
+    // only recorded, and errors surface through the deferred poll when the graph runs.
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    SW_CUDA_TRY(cudaStreamIsCapturing(s, &capture), err);
+    if (capture != cudaStreamCaptureStatusNone) return Status::kOk;
+    SW_CUDA_TRY(cudaStreamSynchronize(s), err);
+    return cuda_poll_errors(device, nullptr, err);
+  }
+  return Status::kOk;
+}
+
+}  // namespace stridewise

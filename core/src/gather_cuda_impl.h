@@ -1,0 +1,385 @@
+// CUDA gather internals, shared by gather_cuda.cu (which wraps the per-thread bodies in
+// __global__ kernels and launches them) and by core/tests/cuda/test_gather_emulated.cpp
+// (which runs the very same bodies for every block and thread of the grid on the host, so
+// the index arithmetic is exercised on machines without a GPU). No __global__ code and no
+// CUDA runtime calls here. Design and dispatch table: docs/gather_cuda.md.
+//
+// Two kernels, both driven by plan_gather's LoopPlan (dims fastest first; operands out,
+// index, self; self's stride on `dim` is 0 and each index step adds self_dim_stride):
+//  - rows:  the fastest planned dim has index stride 0 and unit stride in out and self, so
+//           each "row" along it copies one contiguous run of self to one contiguous run of
+//           out under a single index value. A group of 1..32 threads loads that value once
+//           and moves the run in units of B bytes (B <= 16: 128-bit loads and stores).
+//           Also used with one element per row and B < element size when out/self are not
+//           aligned to their element size, so no access is ever misaligned.
+//  - elems: every other layout. Each thread takes kUnroll elements and issues all their
+//           index loads, then all their self loads, then the stores (no load waits on a
+//           store, kUnroll independent loads in flight per thread).
+// Offsets are uint32_t when every offset the launch can form fits in 31 bits, else
+// int64_t. A bad index value is never used as an address: its element (or row) is skipped
+// and reported to the caller of the body (BadIndex), which records it (cuda_errors.h).
+#pragma once
+
+#include <vector_types.h>  // uint4
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <type_traits>
+
+#include "stridewise/cuda_errors.h"
+#include "stridewise/gather.h"
+#include "stridewise/offset_calc.h"
+
+#if defined(__CUDA_ARCH__)
+#define SW_LDG(p) __ldg(p)  // read-only path: self and index never alias out (contract)
+#define SW_UNROLL_LOOP _Pragma("unroll")
+#define SW_HOST_ZERO(arr)
+#else
+#define SW_LDG(p) (*(p))
+#define SW_UNROLL_LOOP
+// Host compilers cannot see that each buf[u] is read only under the predicate that wrote
+// it (-Wmaybe-uninitialized); the device pass keeps the registers uninitialized.
+#define SW_HOST_ZERO(arr) \
+  for (auto& x_ : arr) x_ = {}
+#endif
+
+namespace stridewise {
+namespace cuda_gather {
+
+constexpr int kThreads = 256;                     // threads per block, both kernels
+constexpr int kUnroll = 4;                        // independent elements/units per thread
+constexpr int kMaxGroup = 32;                     // rows: at most one warp per row tile
+constexpr int64_t kMaxBlocks = int64_t(1) << 20;  // grid cap; bodies grid-stride past it
+constexpr int64_t kI32Max = std::numeric_limits<int32_t>::max();
+
+// Copy units: kernels move bytes, never interpret them (per size, not per dtype).
+template <int B> struct UnitOf;
+template <> struct UnitOf<1> { using type = unsigned char; };
+template <> struct UnitOf<2> { using type = unsigned short; };
+template <> struct UnitOf<4> { using type = unsigned int; };
+template <> struct UnitOf<8> { using type = unsigned long long; };
+template <> struct UnitOf<16> { using type = uint4; };
+
+template <typename T> struct Tag { using type = T; };
+
+// Where a bad index is reported. `size` is self.sizes[dim]: valid values are [0, size).
+struct ErrorSite {
+  CudaErrorRecord* rec;  // device view of this device's mapped record (null when emulated)
+  int64_t dim;
+  int64_t size;
+};
+
+// The first bad index value one thread met, and its position in plan order.
+struct BadIndex {
+  bool any = false;
+  int64_t value = 0;
+  int64_t position = 0;
+};
+
+template <typename IdxT, typename I, int D>
+struct ElemsArgs {
+  void* out;
+  const void* self;
+  const IdxT* index;
+  OffsetCalculator<3, I, D> calc;  // planned position -> (out, index, self) element offsets
+  I numel;
+  I self_dim_stride;
+  ErrorSite site;
+};
+
+// One thread of the elems kernel: block/thread/grid are blockIdx.x, threadIdx.x, gridDim.x.
+template <typename E, typename IdxT, typename I, int D>
+SW_HOST_DEVICE SW_INLINE void elems_thread(const ElemsArgs<IdxT, I, D>& a, I block, I thread,
+                                           I grid, BadIndex& bad) {
+  E* const out = static_cast<E*>(a.out);
+  const E* const self = static_cast<const E*>(a.self);
+  constexpr I kTile = I(kThreads) * kUnroll;
+  // base + grid * kTile cannot wrap: numel <= 2^31-1 and grid * kTile <= 2^30.
+  for (I base = block * kTile; base < a.numel; base += grid * kTile) {
+    I o_out[kUnroll] = {}, o_self[kUnroll] = {};
+    int64_t v[kUnroll] = {};
+    bool live[kUnroll];
+    SW_UNROLL_LOOP
+    for (int u = 0; u < kUnroll; ++u) {  // all index loads first: kUnroll in flight
+      const I i = base + I(u * kThreads) + thread;
+      live[u] = i < a.numel;
+      if (live[u]) {
+        const Offsets<3, I> o = a.calc.get(i);
+        o_out[u] = o.v[kGatherOut];
+        o_self[u] = o.v[kGatherSelf];
+        v[u] = static_cast<int64_t>(SW_LDG(a.index + o.v[kGatherIndex]));
+      }
+    }
+    E val[kUnroll];
+    SW_HOST_ZERO(val);
+    SW_UNROLL_LOOP
+    for (int u = 0; u < kUnroll; ++u) {  // then every self load, gated by the bound check
+      if (!live[u]) continue;
+      if (v[u] >= 0 && v[u] < a.site.size) {
+        val[u] = SW_LDG(self + (o_self[u] + I(v[u]) * a.self_dim_stride));
+      } else {
+        live[u] = false;
+        if (!bad.any) bad = BadIndex{true, v[u], int64_t(base) + u * kThreads + int64_t(thread)};
+      }
+    }
+    SW_UNROLL_LOOP
+    for (int u = 0; u < kUnroll; ++u)
+      if (live[u]) out[o_out[u]] = val[u];
+  }
+}
+
+template <typename IdxT, typename I, int D>
+struct RowsArgs {
+  void* out;
+  const void* self;
+  const IdxT* index;
+  OffsetCalculator<3, I, D> rows;  // row -> (out, index, self); out/self offsets in units
+  IntDivider<I> tiles_per_row;
+  I num_tiles;
+  I row_len;          // units per row
+  I self_dim_stride;  // units per index step
+  int group_shift;    // log2(threads per row tile), 0..5
+  int64_t elems_per_row;
+  ErrorSite site;
+};
+
+// One thread of the rows kernel. A tile is (row, chunk of group * kUnroll units); group g
+// of the grid takes tiles g, g + num_groups, ...; its lanes stride the chunk by `group`.
+template <typename U, typename IdxT, typename I, int D>
+SW_HOST_DEVICE SW_INLINE void rows_thread(const RowsArgs<IdxT, I, D>& a, I block, I thread,
+                                          I grid, BadIndex& bad) {
+  U* const out = static_cast<U*>(a.out);
+  const U* const self = static_cast<const U*>(a.self);
+  const I group = I(1) << a.group_shift;
+  const I lane = thread & (group - 1);
+  const I span = group * kUnroll;  // units one tile covers
+  const I num_groups = (grid * kThreads) >> a.group_shift;
+  // t + num_groups cannot wrap: num_tiles <= 2^31-1 and num_groups <= 2^28.
+  for (I t = (block * kThreads + thread) >> a.group_shift; t < a.num_tiles; t += num_groups) {
+    const DivMod<I> rc = a.tiles_per_row.divmod(t);  // (row, chunk within the row)
+    const Offsets<3, I> o = a.rows.get(rc.div);
+    const int64_t v = static_cast<int64_t>(SW_LDG(a.index + o.v[kGatherIndex]));  // broadcast
+    if (v < 0 || v >= a.site.size) {
+      if (!bad.any && lane == 0 && rc.mod == 0)  // one report per bad row
+        bad = BadIndex{true, v, int64_t(rc.div) * a.elems_per_row};
+      continue;
+    }
+    const U* const src = self + (o.v[kGatherSelf] + I(v) * a.self_dim_stride);
+    U* const dst = out + o.v[kGatherOut];
+    const I first = rc.mod * span + lane;
+    U buf[kUnroll];
+    SW_HOST_ZERO(buf);
+    SW_UNROLL_LOOP
+    for (int u = 0; u < kUnroll; ++u) {
+      const I j = first + I(u) * group;
+      if (j < a.row_len) buf[u] = SW_LDG(src + j);
+    }
+    SW_UNROLL_LOOP
+    for (int u = 0; u < kUnroll; ++u) {
+      const I j = first + I(u) * group;
+      if (j < a.row_len) dst[j] = buf[u];
+    }
+  }
+}
+
+// ---- host side: from a GatherPlan to a launch ------------------------------------------
+
+// acc += (n - 1) * stride; false once acc would pass 2^31 - 1 (checked before multiplying).
+inline bool add_span(int64_t& acc, int64_t n, int64_t stride) {
+  if (n <= 1 || stride == 0) return true;
+  if (stride < 0 || stride > (kI32Max - acc) / (n - 1)) return false;
+  acc += (n - 1) * stride;
+  return true;
+}
+
+// True when every offset `loop` forms for every operand, plus self's reach through index
+// values and `extra` units past each out/self run start, fits 31 bits.
+inline bool fits_u32(const LoopPlan<3>& loop, int64_t dim_size, int64_t self_dim_stride,
+                     int64_t extra) {
+  if (extra > kI32Max) return false;
+  for (int k = 0; k < 3; ++k) {
+    int64_t acc = k == kGatherIndex ? 0 : extra;
+    for (int d = 0; d < loop.rank; ++d)
+      if (!add_span(acc, loop.sizes[d], loop.strides[k][d])) return false;
+    if (k == kGatherSelf && !add_span(acc, dim_size, self_dim_stride)) return false;
+  }
+  return true;
+}
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Largest power of two <= 16 dividing x (x == 0: 16).
+inline int pow2_unit(uint64_t x) {
+  int g = 16;
+  while (x % static_cast<uint64_t>(g) != 0) g /= 2;
+  return g;
+}
+
+inline uint64_t addr(const void* p) {
+  return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p));
+}
+
+// The rows kernel's view of a plan: `rows` over the planned dims from `first_dim` on,
+// each row `row_len` units of `unit` bytes.
+struct RowsWork {
+  LoopPlan<3> rows;  // out/self strides in units; index strides in index elements
+  int64_t row_len = 0;
+  int64_t self_dim_stride = 0;  // units
+  int64_t elems_per_row = 0;
+  int unit = 1;
+};
+
+// first_dim = 1: rows along planned dim 0 (index stride 0, unit out/self stride).
+// first_dim = 0: one element per row (misaligned data, unit < element size).
+// Requires: unit divides every out/self offset in bytes (the caller's choice of unit).
+inline void make_rows(const GatherPlan& p, int esize, int unit, int first_dim, RowsWork* w) {
+  const LoopPlan<3>& l = p.loop;
+  const int64_t mul = esize > unit ? esize / unit : 1;  // units per element
+  const int64_t div = unit > esize ? unit / esize : 1;  // elements per unit
+  w->unit = unit;
+  w->rows.rank = l.rank - first_dim;
+  w->rows.numel = first_dim ? l.numel / l.sizes[0] : l.numel;
+  for (int d = first_dim; d < l.rank; ++d) {
+    const int r = d - first_dim;
+    w->rows.sizes[r] = l.sizes[d];
+    w->rows.perm[r] = l.perm[d];
+    w->rows.strides[kGatherOut][r] = l.strides[kGatherOut][d] * mul / div;
+    w->rows.strides[kGatherIndex][r] = l.strides[kGatherIndex][d];
+    w->rows.strides[kGatherSelf][r] = l.strides[kGatherSelf][d] * mul / div;
+  }
+  w->row_len = (first_dim ? l.sizes[0] : 1) * mul / div;
+  w->self_dim_stride = p.self_dim_stride * mul / div;
+  w->elems_per_row = first_dim ? l.sizes[0] : 1;
+}
+
+// Smallest OffsetCalculator capacity that holds `rank` dims.
+template <typename F>
+Status with_dims(int rank, F&& f) {
+  if (rank <= 4) return f(std::integral_constant<int, 4>{});
+  if (rank <= 12) return f(std::integral_constant<int, 12>{});
+  if (rank <= 25) return f(std::integral_constant<int, 25>{});
+  return f(std::integral_constant<int, kMaxRank>{});
+}
+
+template <typename F>
+Status with_index_offset(bool idx64, bool u32, F&& f) {
+  if (idx64) return u32 ? f(Tag<int64_t>{}, Tag<uint32_t>{}) : f(Tag<int64_t>{}, Tag<int64_t>{});
+  return u32 ? f(Tag<int32_t>{}, Tag<uint32_t>{}) : f(Tag<int32_t>{}, Tag<int64_t>{});
+}
+
+template <typename F>
+Status with_unit(int bytes, F&& f) {
+  switch (bytes) {
+    case 1: return f(Tag<UnitOf<1>::type>{});
+    case 2: return f(Tag<UnitOf<2>::type>{});
+    case 4: return f(Tag<UnitOf<4>::type>{});
+    case 8: return f(Tag<UnitOf<8>::type>{});
+    case 16: return f(Tag<UnitOf<16>::type>{});
+    default: return Status::kUnsupported;
+  }
+}
+
+// Runner: runner.template rows<U, IdxT, I, D>(args, blocks) and .elems<E, ...>(...) launch
+// (or emulate) a grid of `blocks` x kThreads.
+template <typename Runner>
+Status run_rows(const GatherArgs& args, const GatherPlan& p, const RowsWork& w,
+                const ErrorSite& site, Runner& runner) {
+  const int64_t want = ceil_div(w.row_len, kUnroll);  // threads that would each move kUnroll
+  int shift = 0;
+  while ((int64_t(1) << shift) < want && (1 << shift) < kMaxGroup) ++shift;
+  const int64_t tiles_per_row = ceil_div(w.row_len, int64_t(kUnroll) << shift);
+  const int64_t num_tiles = w.rows.numel * tiles_per_row;
+  const int64_t blocks = std::min(ceil_div(num_tiles << shift, kThreads), kMaxBlocks);
+  const bool u32 = num_tiles <= kI32Max &&
+                   fits_u32(w.rows, p.self_dim_size, w.self_dim_stride, w.row_len - 1);
+  return with_unit(w.unit, [&](auto ut) {
+    return with_index_offset(args.index.dtype == DType::kInt64, u32, [&](auto it, auto ot) {
+      return with_dims(w.rows.rank, [&](auto dims) {
+        using IdxT = typename decltype(it)::type;
+        using I = typename decltype(ot)::type;
+        RowsArgs<IdxT, I, decltype(dims)::value> a;
+        a.out = args.out.data;
+        a.self = args.self.data;
+        a.index = static_cast<const IdxT*>(args.index.data);
+        a.rows = OffsetCalculator<3, I, decltype(dims)::value>(w.rows);
+        a.tiles_per_row = IntDivider<I>(static_cast<I>(tiles_per_row));
+        a.num_tiles = static_cast<I>(num_tiles);
+        a.row_len = static_cast<I>(w.row_len);
+        a.self_dim_stride = static_cast<I>(w.self_dim_stride);
+        a.group_shift = shift;
+        a.elems_per_row = w.elems_per_row;
+        a.site = site;
+        runner.template rows<typename decltype(ut)::type>(a, static_cast<unsigned>(blocks));
+        return Status::kOk;
+      });
+    });
+  });
+}
+
+template <typename Runner>
+Status run_elems(const GatherArgs& args, const GatherPlan& p, int esize, const ErrorSite& site,
+                 Runner& runner) {
+  const LoopPlan<3>& l = p.loop;
+  const int64_t blocks = std::min(ceil_div(l.numel, int64_t(kThreads) * kUnroll), kMaxBlocks);
+  const bool u32 = l.numel <= kI32Max && fits_u32(l, p.self_dim_size, p.self_dim_stride, 0);
+  return with_unit(esize, [&](auto et) {
+    return with_index_offset(args.index.dtype == DType::kInt64, u32, [&](auto it, auto ot) {
+      return with_dims(l.rank, [&](auto dims) {
+        using IdxT = typename decltype(it)::type;
+        using I = typename decltype(ot)::type;
+        ElemsArgs<IdxT, I, decltype(dims)::value> a;
+        a.out = args.out.data;
+        a.self = args.self.data;
+        a.index = static_cast<const IdxT*>(args.index.data);
+        a.calc = OffsetCalculator<3, I, decltype(dims)::value>(l);
+        a.numel = static_cast<I>(l.numel);
+        a.self_dim_stride = static_cast<I>(p.self_dim_stride);
+        a.site = site;
+        runner.template elems<typename decltype(et)::type>(a, static_cast<unsigned>(blocks));
+        return Status::kOk;
+      });
+    });
+  });
+}
+
+// Picks the kernel and its unit for a validated, non-empty plan and hands it to `runner`.
+template <typename Runner>
+Status run_gather(const GatherArgs& args, const GatherPlan& plan, const ErrorSite& site,
+                  Runner& runner, std::string* why) {
+  const LoopPlan<3>& l = plan.loop;
+  const int esize = elem_size(args.out.dtype);
+  if (addr(args.index.data) % static_cast<uint64_t>(elem_size(args.index.dtype)) != 0) {
+    *why = "gather: index data pointer is not aligned to its element size";
+    return Status::kUnsupported;
+  }
+  const uint64_t e = static_cast<uint64_t>(esize);
+  const uint64_t data_bits = addr(args.out.data) | addr(args.self.data);
+  Status st;
+  if (l.rank >= 1 && l.strides[kGatherIndex][0] == 0 && l.strides[kGatherOut][0] == 1 &&
+      l.strides[kGatherSelf][0] == 1) {
+    // Unit: divides the row's bytes, every other out/self stride in bytes, the bytes one
+    // index step moves and both base addresses, so every unit access is aligned. (OR-ing
+    // keeps the lowest set bit of all of them.) Same conditions as pick_gather_vec, which
+    // this subsumes: it also yields units smaller than an element for misaligned data.
+    uint64_t bits = data_bits | static_cast<uint64_t>(l.sizes[0]) * e |
+                    static_cast<uint64_t>(plan.self_dim_stride) * e;
+    for (int d = 1; d < l.rank; ++d)
+      bits |= static_cast<uint64_t>(l.strides[kGatherOut][d] | l.strides[kGatherSelf][d]) * e;
+    RowsWork w;
+    make_rows(plan, esize, pow2_unit(bits), /*first_dim=*/1, &w);
+    st = run_rows(args, plan, w, site, runner);
+  } else if (data_bits % e != 0) {
+    RowsWork w;  // misaligned elements: each copied as esize/unit smaller, aligned units
+    make_rows(plan, esize, pow2_unit(data_bits | e), /*first_dim=*/0, &w);
+    st = run_rows(args, plan, w, site, runner);
+  } else {
+    st = run_elems(args, plan, esize, site, runner);
+  }
+  if (st != Status::kOk) *why = "gather: element size " + std::to_string(esize) + " unsupported";
+  return st;
+}
+
+}  // namespace cuda_gather
+}  // namespace stridewise

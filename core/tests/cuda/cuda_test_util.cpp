@@ -1,0 +1,145 @@
+#include "cuda_test_util.h"
+
+#include <cstring>
+
+namespace swct {
+
+using stridewise::ErrorDetail;
+using stridewise::Status;
+
+bool have_device() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+DeviceTensor::DeviceTensor(const swt::TestTensor& t, size_t byte_shift)
+    : bytes_(t.storage_bytes()), view_(t.view) {
+  void* p = nullptr;
+  status_ = cudaMalloc(&p, bytes_ + byte_shift + 1);  // +1: a valid pointer for 0 bytes
+  if (status_ != cudaSuccess) return;
+  alloc_ = static_cast<unsigned char*>(p);
+  base_ = alloc_ + byte_shift;
+  if (bytes_ > 0) status_ = cudaMemcpy(base_, t.base(), bytes_, cudaMemcpyHostToDevice);
+  const auto* host_data = static_cast<const unsigned char*>(t.view.data);
+  view_.data = base_ + (host_data - t.base());
+}
+
+DeviceTensor::~DeviceTensor() {
+  if (alloc_) cudaFree(alloc_);
+}
+
+std::vector<unsigned char> DeviceTensor::download() const {
+  std::vector<unsigned char> h(bytes_);
+  if (bytes_ > 0 && cudaMemcpy(h.data(), base_, bytes_, cudaMemcpyDeviceToHost) != cudaSuccess)
+    h.assign(bytes_, 0);  // callers compare against a reference: a failed copy shows up
+  return h;
+}
+
+DeviceCase::DeviceCase(const swt::GatherCase& c, size_t out_shift, size_t self_shift)
+    : self(c.self, self_shift), index(c.index), out(c.out, out_shift), dim(c.dim) {}
+
+cudaError_t DeviceCase::status() const {
+  if (self.status() != cudaSuccess) return self.status();
+  if (index.status() != cudaSuccess) return index.status();
+  return out.status();
+}
+
+stridewise::GatherArgs DeviceCase::args() const {
+  stridewise::GatherArgs a;
+  a.self = self.view();
+  a.index = index.view();
+  a.out = out.view();
+  a.dim = dim;
+  return a;
+}
+
+std::vector<unsigned char> reference_out(const swt::GatherCase& c, int64_t* bad) {
+  const stridewise::StridedView& o = c.out.view;
+  const stridewise::StridedView& s = c.self.view;
+  const stridewise::StridedView& ix = c.index.view;
+  std::vector<unsigned char> out(c.out.base(), c.out.base() + c.out.storage_bytes());
+  if (bad) *bad = 0;
+  const int64_t n = ix.numel();
+  if (n == 0) return out;
+  const int r = ix.rank;
+  const int es = c.out.esize;
+  unsigned char* const out0 = out.data() + (static_cast<const unsigned char*>(o.data) - c.out.base());
+  const auto* self0 = static_cast<const unsigned char*>(s.data);
+  const int64_t dim = c.dim;
+  const int64_t hi = r > 0 ? s.sizes[dim] : 1;
+  const int64_t sds = r > 0 ? s.strides[dim] : 0;
+  std::vector<int64_t> coord(static_cast<size_t>(r), 0);
+  int64_t oo = 0, io = 0, so = 0;  // element offsets; so leaves out `dim`
+  for (int64_t lin = 0; lin < n; ++lin) {
+    const int64_t v = swt::read_index(ix, io);
+    if (v >= 0 && v < hi)
+      std::memcpy(out0 + oo * es, self0 + (so + v * sds) * es, static_cast<size_t>(es));
+    else if (bad)
+      ++*bad;
+    for (int d = r - 1; d >= 0; --d) {  // odometer, last dim fastest
+      const int64_t ss = d == dim ? 0 : s.strides[d];
+      if (++coord[static_cast<size_t>(d)] < ix.sizes[d]) {
+        oo += o.strides[d];
+        io += ix.strides[d];
+        so += ss;
+        break;
+      }
+      coord[static_cast<size_t>(d)] = 0;
+      oo -= (ix.sizes[d] - 1) * o.strides[d];
+      io -= (ix.sizes[d] - 1) * ix.strides[d];
+      so -= (ix.sizes[d] - 1) * ss;
+    }
+  }
+  return out;
+}
+
+std::string status_str(Status s, const ErrorDetail& e) {
+  return std::string(stridewise::status_name(s)) + " (" + e.message + ")";
+}
+
+::testing::AssertionResult gather_matches(const swt::GatherCase& c, cudaStream_t stream,
+                                          uint64_t seed, size_t out_shift, size_t self_shift) {
+  const std::string where = "\n  case: " + c.describe() + "\n  shifts: out " +
+                            std::to_string(out_shift) + " self " + std::to_string(self_shift) +
+                            " bytes; STRIDEWISE_TEST_SEED=" + std::to_string(seed);
+  DeviceCase d(c, out_shift, self_shift);
+  if (d.status() != cudaSuccess)
+    return ::testing::AssertionFailure() << "device copy: " << cudaGetErrorString(d.status()) << where;
+  ErrorDetail e;
+  Status st = stridewise::gather_cuda(d.args(), stream, &e);
+  if (st != Status::kOk)
+    return ::testing::AssertionFailure() << "gather_cuda: " << status_str(st, e) << where;
+  const cudaError_t ce = cudaStreamSynchronize(stream);
+  if (ce != cudaSuccess)
+    return ::testing::AssertionFailure() << "sync: " << cudaGetErrorString(ce) << where;
+  st = stridewise::cuda_poll_errors(-1, nullptr, &e);
+  if (st != Status::kOk)
+    return ::testing::AssertionFailure() << "poll: " << status_str(st, e) << where;
+  const std::vector<unsigned char> got = d.out.download();
+  const std::vector<unsigned char> want = reference_out(c);
+  const std::string diff = swt::diff_bytes(got.data(), want.data(), want.size());
+  if (!diff.empty()) return ::testing::AssertionFailure() << diff << where;
+  return ::testing::AssertionSuccess();
+}
+
+void CudaTest::SetUp() {
+  SWCT_REQUIRE_DEVICE();
+  ASSERT_EQ(cudaGetDevice(&device_), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), cudaSuccess);
+  seed_ = swt::test_seed();
+  ErrorDetail e;
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  (void)stridewise::cuda_poll_errors(device_, nullptr, &e);  // start from a clear record
+}
+
+void CudaTest::TearDown() {
+  if (stream_ == nullptr) return;
+  EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+  ErrorDetail e;
+  const Status st = stridewise::cuda_poll_errors(device_, nullptr, &e);
+  EXPECT_EQ(st, Status::kOk) << "error record left pending: " << status_str(st, e);
+  EXPECT_EQ(cudaStreamDestroy(stream_), cudaSuccess);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+}  // namespace swct
