@@ -1,0 +1,128 @@
+"""Shared fixtures for the stridewise pytest suite.
+
+Seeds: every test draws its data from ``case_seed(BASE_SEED, test node id)``. BASE_SEED is
+$STRIDEWISE_SEED when set, otherwise a fresh random value per run (printed in the header
+and in every failure message), so each run sees fresh data and any failure reproduces with
+``STRIDEWISE_SEED=<n> python3 -m pytest <test id>``.
+
+Devices: ``devices`` parametrizes over 'cpu' always and 'cuda' (skipped without a GPU).
+"""
+from __future__ import annotations
+
+import os
+import random
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+PYDIR = ROOT / "python"
+if str(PYDIR) not in sys.path:
+    sys.path.insert(0, str(PYDIR))
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def _import_stridewise():
+    try:
+        import stridewise  # noqa: F401
+        return stridewise
+    except Exception as e:  # noqa: BLE001
+        return e
+
+
+# The package loads its native library on import. When that fails (not built, built for
+# another torch), the pure-Python parts (stridewise.testing, the harness tests) must still
+# import, so a namespace stand-in takes the package's place; every test that needs the
+# library asks for the ``sw`` fixture, which then FAILS with the import error (a broken
+# build must not turn into skips).
+_SW_IMPORT = _import_stridewise()
+if isinstance(_SW_IMPORT, Exception):
+    import types
+
+    _stub = types.ModuleType("stridewise")
+    _stub.__path__ = [str(PYDIR / "stridewise")]
+    _stub.__stridewise_import_error__ = _SW_IMPORT
+    sys.modules["stridewise"] = _stub
+
+from stridewise.testing import specs  # noqa: E402
+
+_env_seed = os.environ.get("STRIDEWISE_SEED")
+BASE_SEED = int(_env_seed) if _env_seed else random.SystemRandom().randrange(1, 1 << 31)
+
+HAVE_CUDA = torch.cuda.is_available()
+CUDA_SKIP = pytest.mark.skipif(not HAVE_CUDA, reason="CUDA not available (torch.cuda.is_available() is False)")
+DEVICES = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=CUDA_SKIP)]
+LIB_PATH = PYDIR / "stridewise" / "_lib" / "libstridewise_torch.so"
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "cuda_errors: CUDA out-of-range tests; restore the check mode")
+    config.addinivalue_line("markers", "slow: slower end-to-end tests")
+
+
+def pytest_report_header(config):
+    return [
+        f"stridewise: STRIDEWISE_SEED={BASE_SEED} torch={torch.__version__} "
+        f"cuda={'yes (' + torch.cuda.get_device_name(0) + ')' if HAVE_CUDA else 'no'} "
+        f"lib={'present' if LIB_PATH.exists() else 'MISSING'}"
+    ]
+
+
+@pytest.fixture(scope="session")
+def sw():
+    """The stridewise package with its native library loaded (fails, not skips, when it
+    cannot be imported: a suite that silently skips would hide a broken build)."""
+    mod = _SW_IMPORT
+    if isinstance(mod, Exception):
+        pytest.fail(f"import stridewise failed: {type(mod).__name__}: {mod} (build with ./run.sh build; "
+                    f"expected {LIB_PATH})")
+    if not hasattr(torch.ops.stridewise, "gather"):
+        pytest.fail("torch.ops.stridewise.gather is not registered after import stridewise")
+    return mod
+
+
+@pytest.fixture
+def seed(request):
+    """The per-test seed (reproducible from the base seed and the test id)."""
+    return specs.case_seed(BASE_SEED, request.node.nodeid)
+
+
+@pytest.fixture
+def rng(seed):
+    return random.Random(seed)
+
+
+@pytest.fixture(autouse=True)
+def _isolate_stridewise(request):
+    """Every test starts with routing off and fresh stats, leaves the state as it found it,
+    and never sees a copy made by stridewise."""
+    mod = sys.modules.get("stridewise")
+    if mod is None or not hasattr(mod, "stats"):
+        yield
+        return
+    mod.disable()
+    mod.reset_stats()
+    yield
+    copies = mod.stats().get("gather", {}).get("copies", 0)
+    mod.disable()
+    assert copies == 0, f"stridewise made {copies} copies during {request.node.nodeid}"
+
+
+@pytest.fixture
+def cuda_check_mode(sw):
+    """Restores the CUDA check mode and drains pending CUDA errors after the test."""
+    before = sw.get_cuda_check_mode()
+    yield sw
+    try:
+        sw.check_errors(sync=True)
+    except RuntimeError:
+        pass
+    sw.set_cuda_check_mode(before)
+
+
+def fail_msg(problems) -> str:
+    return f"STRIDEWISE_SEED={BASE_SEED}\n" + "\n".join(problems)
