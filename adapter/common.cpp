@@ -1,0 +1,237 @@
+#include "common.h"
+
+#include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
+
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <string>
+
+namespace stridewise::adapter {
+
+// ---- dtypes and views -------------------------------------------------------------------------
+
+bool to_dtype(c10::ScalarType st, DType* out) {
+  using S = c10::ScalarType;
+  struct Entry {
+    S torch;
+    DType core;
+  };
+  static constexpr Entry kMap[] = {
+      {S::Bool, DType::kBool},
+      {S::Byte, DType::kUInt8},
+      {S::Char, DType::kInt8},
+      {S::Short, DType::kInt16},
+      {S::UInt16, DType::kUInt16},
+      {S::Int, DType::kInt32},
+      {S::UInt32, DType::kUInt32},
+      {S::Long, DType::kInt64},
+      {S::UInt64, DType::kUInt64},
+      {S::Half, DType::kFloat16},
+      {S::BFloat16, DType::kBFloat16},
+      {S::Float, DType::kFloat32},
+      {S::Double, DType::kFloat64},
+      {S::ComplexHalf, DType::kComplex32},
+      {S::ComplexFloat, DType::kComplex64},
+      {S::ComplexDouble, DType::kComplex128},
+      {S::Float8_e4m3fn, DType::kFloat8E4M3FN},
+      {S::Float8_e5m2, DType::kFloat8E5M2},
+      {S::Float8_e4m3fnuz, DType::kFloat8E4M3FNUZ},
+      {S::Float8_e5m2fnuz, DType::kFloat8E5M2FNUZ},
+  };
+  for (const Entry& e : kMap) {
+    if (e.torch == st) {
+      *out = e.core;
+      return true;
+    }
+  }
+  return false;
+}
+
+DType dtype_of(const at::Tensor& t, const char* op, const char* arg) {
+  DType d = DType::kFloat32;
+  TORCH_CHECK_NOT_IMPLEMENTED(to_dtype(t.scalar_type(), &d), "stridewise.", op, ": dtype ",
+                              t.scalar_type(), " of argument '", arg,
+                              "' is not supported by stridewise; exclude '", op,
+                              "' from stridewise.enable() to use the native kernel");
+  return d;
+}
+
+StridedView to_view(const at::Tensor& t, const char* op, const char* arg, bool writable) {
+  StridedView v;
+  const int64_t rank = t.dim();
+  TORCH_CHECK(rank <= kMaxRank, "stridewise.", op, ": argument '", arg, "' has ", rank,
+              " dimensions, more than the ", kMaxRank, " stridewise supports; exclude '", op,
+              "' from stridewise.enable() to use the native kernel for such tensors");
+  v.dtype = dtype_of(t, op, arg);
+  v.rank = static_cast<int>(rank);
+  const auto sizes = t.sizes();
+  const auto strides = t.strides();
+  for (int64_t d = 0; d < rank; ++d) {
+    v.sizes[d] = sizes[d];
+    v.strides[d] = strides[d];
+  }
+  // const_data_ptr() for inputs: a copy-on-write input must not be materialized (a copy).
+  v.data = writable ? t.mutable_data_ptr() : const_cast<void*>(t.const_data_ptr());
+  return v;
+}
+
+void promote_scalar(StridedView* v) {
+  if (v->rank != 0) return;
+  v->rank = 1;
+  v->sizes[0] = 1;
+  v->strides[0] = 1;
+}
+
+bool is_expanded(const at::Tensor& t) {
+  const auto sizes = t.sizes();
+  const auto strides = t.strides();
+  for (size_t d = 0; d < sizes.size(); ++d)
+    if (sizes[d] > 1 && strides[d] == 0) return true;
+  return false;
+}
+
+namespace {
+
+void torch_parallel_for(void* /*self*/, int64_t n, int64_t grain, RangeFn fn, void* ctx) {
+  at::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) { fn(ctx, begin, end); });
+}
+
+}  // namespace
+
+const CpuExecutor& torch_cpu_executor() {
+  static const CpuExecutor exec{&torch_parallel_for, nullptr};
+  return exec;
+}
+
+// ---- errors -----------------------------------------------------------------------------------
+
+void throw_status(const char* op, const char* device, Status s, const ErrorDetail& e) {
+  switch (s) {
+    case Status::kOk:
+      break;
+    case Status::kIndexOutOfRange:
+      // ATen's wording, unchanged: "index 16 is out of bounds for dimension 1 with size 16".
+      TORCH_CHECK(false, format_index_error(e));
+    case Status::kUnsupported:
+      TORCH_CHECK_NOT_IMPLEMENTED(false, "stridewise.", op, " (", device, "): ", e.message,
+                                  "; exclude '", op,
+                                  "' from stridewise.enable() to use the native kernel");
+    case Status::kNotCompiled:
+      TORCH_CHECK(false, "stridewise.", op, " (", device,
+                  "): this build of stridewise has no CUDA kernels (nvcc was not found when it "
+                  "was configured); rebuild with CUDA available (./run.sh build)");
+    case Status::kDeviceError:
+      TORCH_CHECK(false, "stridewise.", op, " (", device, "): CUDA error: ", e.message);
+    case Status::kInvalidArgument:
+      TORCH_CHECK(false, "stridewise.", op, " (", device,
+                  "): the core rejected arguments the adapter accepted: ", e.message,
+                  ". This is a stridewise bug; please report it with the tensors' shapes, "
+                  "strides and dtypes");
+  }
+  TORCH_CHECK(false, "stridewise.", op, " (", device, "): unexpected status ", static_cast<int>(s),
+              " (", status_name(s), ")");
+}
+
+// ---- statistics -------------------------------------------------------------------------------
+
+const char* counter_name(int c) {
+  static const char* const kNames[kNumCounters] = {
+      "calls",          "cpu",           "cuda",           "noncontig_index",
+      "noncontig_self", "noncontig_out", "expanded_index", "copies",
+      "vectorized",     "int64_offsets", "errors"};
+  return c >= 0 && c < kNumCounters ? kNames[c] : "?";
+}
+
+namespace {
+
+struct OpTable {
+  std::mutex mu;
+  std::deque<OpStats> ops;  // deque: stable addresses, no moves of the atomics
+};
+
+OpTable& op_table() {
+  static OpTable* t = new OpTable();  // leaked: kernels may run during static destruction
+  return *t;
+}
+
+}  // namespace
+
+OpStats& register_op(const char* op) {
+  OpTable& t = op_table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  for (OpStats& s : t.ops)
+    if (std::strcmp(s.name, op) == 0) return s;
+  t.ops.emplace_back();
+  t.ops.back().name = op;
+  return t.ops.back();
+}
+
+std::vector<std::string> supported_ops() {
+  OpTable& t = op_table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  std::vector<std::string> out;
+  for (const OpStats& s : t.ops) out.emplace_back(s.name);
+  return out;
+}
+
+std::string stats_json() {
+  OpTable& t = op_table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  std::string os = "{";
+  bool first_op = true;
+  for (const OpStats& s : t.ops) {
+    os += (first_op ? "\"" : ", \"") + std::string(s.name) + "\": {";
+    first_op = false;
+    for (int c = 0; c < kNumCounters; ++c)
+      os += (c ? ", \"" : "\"") + std::string(counter_name(c)) +
+            "\": " + std::to_string(s.counters[c].load(std::memory_order_relaxed));
+    os += '}';
+  }
+  os += '}';
+  return os;
+}
+
+void reset_stats() {
+  OpTable& t = op_table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  for (OpStats& s : t.ops)
+    for (auto& c : s.counters) c.store(0, std::memory_order_relaxed);
+}
+
+// ---- overrides and hooks ----------------------------------------------------------------------
+
+namespace {
+
+std::vector<OverrideSpec>& override_table() {
+  static auto* v = new std::vector<OverrideSpec>();
+  return *v;
+}
+
+CudaHooks& hooks_storage() {
+  static CudaHooks h;
+  return h;
+}
+
+}  // namespace
+
+int add_override(const OverrideSpec& spec) {
+  override_table().push_back(spec);
+  return static_cast<int>(override_table().size());
+}
+
+const std::vector<OverrideSpec>& overrides() {
+  return override_table();
+}
+
+int set_cuda_hooks(const CudaHooks& hooks) {
+  hooks_storage() = hooks;
+  return 1;
+}
+
+const CudaHooks& cuda_hooks() {
+  return hooks_storage();
+}
+
+}  // namespace stridewise::adapter

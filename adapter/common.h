@@ -1,0 +1,133 @@
+// Shared pieces of the torch adapter: tensor -> StridedView, dtype mapping, the CPU executor
+// backed by at::parallel_for, Status -> exception mapping, per-op statistics and the table of
+// switchable aten:: overrides. Only adapter/ sees at::Tensor; the core never does.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/DispatchKey.h>
+#include <c10/core/ScalarType.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "stridewise/cpu_exec.h"
+#include "stridewise/dtype.h"
+#include "stridewise/status.h"
+#include "stridewise/view.h"
+
+namespace torch {
+class Library;
+}  // namespace torch
+
+namespace stridewise::adapter {
+
+// ---- dtypes and views -------------------------------------------------------------------------
+
+// Maps a torch dtype to the core's DType; false for dtypes the core has no entry for
+// (quantized, bits*, float4, float8_e8m0fnu, sub-byte integers).
+bool to_dtype(c10::ScalarType st, DType* out);
+
+// The DType of `t`, or a NotImplementedError naming `op`, `arg` and the dtype.
+DType dtype_of(const at::Tensor& t, const char* op, const char* arg);
+
+// A view of `t`: data pointer with the storage offset applied, sizes, strides in elements.
+// Never copies (inputs use const_data_ptr(), so a copy-on-write tensor is not materialized;
+// `writable` is for outputs). Rank above kMaxRank or an unmapped dtype raises a clear error
+// naming `op` and `arg`.
+StridedView to_view(const at::Tensor& t, const char* op, const char* arg, bool writable = false);
+
+// Turns a rank-0 view into a rank-1 view of one element (ATen treats rank 0 like rank 1 in
+// gather/scatter shape checks, so a 0-dim operand may meet a 1-dim one).
+void promote_scalar(StridedView* v);
+
+// True when some dim of size > 1 has stride 0 (an expand()ed operand).
+bool is_expanded(const at::Tensor& t);
+
+// CPU executor that runs chunks through at::parallel_for (honours torch.set_num_threads and
+// reuses torch's thread pool; nested calls inside a parallel region run inline).
+const CpuExecutor& torch_cpu_executor();
+
+// ---- errors -----------------------------------------------------------------------------------
+
+// Raises the exception for a non-ok core status. `op` is the op name ("gather"), `device`
+// "cpu" or "cuda". CPU index errors use ATen's exact wording (RuntimeError).
+[[noreturn]] void throw_status(const char* op, const char* device, Status s, const ErrorDetail& e);
+
+// ---- statistics -------------------------------------------------------------------------------
+
+enum Counter : int {
+  kCalls = 0,
+  kCpu,
+  kCuda,
+  kNoncontigIndex,
+  kNoncontigSelf,
+  kNoncontigOut,
+  kExpandedIndex,
+  kCopies,  // always 0: the adapter never copies. A future fallback that copies must count here.
+  kVectorized,
+  kInt64Offsets,
+  kErrors,
+  kNumCounters
+};
+
+const char* counter_name(int c);
+
+struct OpStats {
+  const char* name = "";
+  std::atomic<uint64_t> counters[kNumCounters] = {};
+  void bump(Counter c) { counters[c].fetch_add(1, std::memory_order_relaxed); }
+};
+
+// Returns the (process-lifetime) stats entry for `op`, creating it on first use. An op is
+// "supported" (listed by supported_ops(), accepted by enable()) once it registered here; op
+// files do so from a namespace-scope initializer, so the list is complete after loading.
+OpStats& register_op(const char* op);
+std::vector<std::string> supported_ops();
+std::string stats_json();
+void reset_stats();
+
+// Counts a call; if the scope is left by an exception, also counts an error.
+class CallScope {
+ public:
+  CallScope(OpStats& s, Counter device) : stats_(s), uncaught_(std::uncaught_exceptions()) {
+    s.bump(kCalls);
+    s.bump(device);
+  }
+  ~CallScope() {
+    if (std::uncaught_exceptions() > uncaught_) stats_.bump(kErrors);
+  }
+  CallScope(const CallScope&) = delete;
+  CallScope& operator=(const CallScope&) = delete;
+
+ private:
+  OpStats& stats_;
+  int uncaught_;
+};
+
+// ---- switchable aten:: overrides --------------------------------------------------------------
+
+// How one op installs its kernels for one dispatch key into a torch::Library(IMPL, "aten", key).
+struct OverrideSpec {
+  const char* op;
+  c10::DispatchKey key;
+  void (*install)(torch::Library& lib);
+  const char* file;
+  uint32_t line;
+};
+
+// Called from namespace-scope initializers in the op files; returns a dummy for that purpose.
+int add_override(const OverrideSpec& spec);
+const std::vector<OverrideSpec>& overrides();
+
+// ---- CUDA hooks -------------------------------------------------------------------------------
+
+// Filled by the CUDA part of the adapter when it is linked in (torch built with CUDA).
+struct CudaHooks {
+  void (*check_errors)(bool sync) = nullptr;
+};
+int set_cuda_hooks(const CudaHooks& hooks);
+const CudaHooks& cuda_hooks();
+
+}  // namespace stridewise::adapter

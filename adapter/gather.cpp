@@ -1,0 +1,194 @@
+// gather: argument checks shared by CPU and CUDA, the CPU kernels, autograd for
+// stridewise::gather, Meta kernels, and the CPU registrations (stridewise:: and the switchable
+// aten:: override).
+#include "gather.h"
+
+#include <ATen/MemoryOverlap.h>
+#include <ATen/WrapDimUtils.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/native/Resize.h>
+#include <ATen/native/ScatterGatherChecks.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/gather.h>
+#include <ATen/ops/gather_backward.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/autograd/variable.h>
+#include <torch/library.h>
+
+namespace stridewise::adapter {
+
+OpStats& gather_stats() {
+  static OpStats& s = register_op("gather");
+  return s;
+}
+
+namespace {
+// Registers "gather" as a supported op when the library is loaded.
+[[maybe_unused]] const OpStats& kGatherRegistered = gather_stats();
+}  // namespace
+
+bool gather_prepare(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out,
+                    bool out_given, GatherCall* call) {
+  const int64_t wrapped = at::maybe_wrap_dim(dim, self.dim());
+
+  if (out_given) {
+    // What ATen's structured out= wrapper (resize_out) and gather's meta function do.
+    TORCH_CHECK(out.dtype() == self.dtype(), "Expected out tensor to have dtype ", self.dtype(),
+                ", but got ", out.dtype(), " instead");
+    TORCH_CHECK(out.device() == self.device(), "Expected out tensor to have device ", self.device(),
+                ", but got ", out.device(), " instead");
+    at::native::resize_output(out, index.sizes());
+    at::assert_no_internal_overlap(out);
+    at::assert_no_overlap(out, self);
+    at::assert_no_partial_overlap(out, index);
+  } else {
+    out = at::empty(index.sizes(), self.options());
+  }
+
+  at::native::scatter_gather_dtype_check("gather", self, index, std::nullopt);
+  if (index.numel() == 0) return false;
+  at::native::gather_shape_check(self, wrapped, index);
+
+  GatherArgs& a = call->args;
+  a.self = to_view(self, "gather", "self");
+  a.index = to_view(index, "gather", "index");
+  a.out = to_view(out, "gather", "out", /*writable=*/true);
+  if (self.dim() == 0 || index.dim() == 0) {
+    promote_scalar(&a.self);
+    promote_scalar(&a.index);
+    promote_scalar(&a.out);
+  }
+  a.dim = wrapped;
+
+  ErrorDetail err;
+  const Status st = plan_gather(a, &call->plan, &err);
+  if (st != Status::kOk) throw_status("gather", self.is_cuda() ? "cuda" : "cpu", st, err);
+
+  OpStats& s = gather_stats();
+  if (!index.is_contiguous()) s.bump(kNoncontigIndex);
+  if (!self.is_contiguous()) s.bump(kNoncontigSelf);
+  if (!out.is_contiguous()) s.bump(kNoncontigOut);
+  if (is_expanded(index)) s.bump(kExpandedIndex);
+  if (call->plan.vec > 1) s.bump(kVectorized);
+  if (!call->plan.loop.fits_int32) s.bump(kInt64Offsets);
+  return true;
+}
+
+namespace {
+
+void run_cpu(const GatherCall& call) {
+  ErrorDetail err;
+  const Status st = gather_cpu(call.args, torch_cpu_executor(), &err);
+  if (st != Status::kOk) throw_status("gather", "cpu", st, err);
+}
+
+at::Tensor& cpu_gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                           bool /*sparse_grad*/, at::Tensor& out) {
+  CallScope scope(gather_stats(), kCpu);
+  GatherCall call;
+  if (gather_prepare(self, dim, index, out, /*out_given=*/true, &call)) run_cpu(call);
+  return out;
+}
+
+at::Tensor cpu_gather(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                      bool /*sparse_grad*/) {
+  CallScope scope(gather_stats(), kCpu);
+  at::Tensor out;
+  GatherCall call;
+  if (gather_prepare(self, dim, index, out, /*out_given=*/false, &call)) run_cpu(call);
+  return out;
+}
+
+// Meta kernels (shape inference for FakeTensor / torch.compile): ATen's meta gather applies
+// the same checks and output rule.
+at::Tensor meta_gather(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                       bool sparse_grad) {
+  return at::gather(self, dim, index, sparse_grad);
+}
+
+at::Tensor& meta_gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                            bool sparse_grad, at::Tensor& out) {
+  return at::gather_out(out, self, dim, index, sparse_grad);
+}
+
+// Autograd for stridewise::gather uses ATen's formula (gather_backward: scatter_add, or the
+// sparse variant), so gradients match torch.gather's. The aten:: overrides do not need this:
+// they replace only the CPU/CUDA kernels and keep ATen's autograd kernel.
+using GatherSig = at::Tensor(const at::Tensor&, int64_t, const at::Tensor&, bool);
+
+class GatherFunction : public torch::autograd::Function<GatherFunction> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& self,
+                            int64_t dim, const at::Tensor& index, bool sparse_grad) {
+    static const auto op =
+        c10::Dispatcher::singleton().findSchemaOrThrow("stridewise::gather", "").typed<GatherSig>();
+    ctx->save_for_backward({self, index});
+    ctx->saved_data["dim"] = dim;
+    ctx->saved_data["sparse_grad"] = sparse_grad;
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return op.call(self, dim, index, sparse_grad);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const int64_t dim = ctx->saved_data["dim"].toInt();
+    const bool sparse_grad = ctx->saved_data["sparse_grad"].toBool();
+    at::Tensor grad_self = at::gather_backward(grads[0], saved[0], dim, saved[1], sparse_grad);
+    return {grad_self, at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+at::Tensor autograd_gather(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                           bool sparse_grad) {
+  return GatherFunction::apply(self, dim, index, sparse_grad);
+}
+
+// out= is not differentiable, as in ATen (same check and wording as its autograd kernel);
+// the write bumps out's version counter like ATen's ADInplaceOrView kernel.
+using GatherOutSig = at::Tensor&(const at::Tensor&, int64_t, const at::Tensor&, bool, at::Tensor&);
+
+at::Tensor& autograd_gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                                bool sparse_grad, at::Tensor& out) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("stridewise::gather", "out")
+                             .typed<GatherOutSig>();
+  const bool grad = at::GradMode::is_enabled();
+  TORCH_CHECK(!(grad && self.requires_grad()) && !(grad && out.requires_grad()),
+              "gather(): functions with out=... arguments don't support automatic "
+              "differentiation, but one of the arguments requires grad.");
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    op.call(self, dim, index, sparse_grad, out);
+  }
+  torch::autograd::impl::bump_version(out);
+  return out;
+}
+
+void install_cpu_override(torch::Library& m) {
+  m.impl("gather", TORCH_FN(cpu_gather));
+  m.impl("gather.out", TORCH_FN(cpu_gather_out));
+}
+
+[[maybe_unused]] const int kCpuOverride =
+    add_override({"gather", c10::DispatchKey::CPU, &install_cpu_override, __FILE__, __LINE__});
+
+}  // namespace
+}  // namespace stridewise::adapter
+
+TORCH_LIBRARY_IMPL(stridewise, CPU, m) {
+  m.impl("gather", TORCH_FN(stridewise::adapter::cpu_gather));
+  m.impl("gather.out", TORCH_FN(stridewise::adapter::cpu_gather_out));
+}
+
+TORCH_LIBRARY_IMPL(stridewise, Meta, m) {
+  m.impl("gather", TORCH_FN(stridewise::adapter::meta_gather));
+  m.impl("gather.out", TORCH_FN(stridewise::adapter::meta_gather_out));
+}
+
+TORCH_LIBRARY_IMPL(stridewise, Autograd, m) {
+  m.impl("gather", TORCH_FN(stridewise::adapter::autograd_gather));
+  m.impl("gather.out", TORCH_FN(stridewise::adapter::autograd_gather_out));
+}

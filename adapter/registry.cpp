@@ -1,0 +1,193 @@
+// TORCH_LIBRARY(stridewise): the op schemas, the control ops behind the Python API, and the
+// switchable aten:: overrides (heap-held torch::Library objects: destroying one removes its
+// kernels, so disable() brings ATen's native kernels back). Also the C++ API of torch.h.
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common.h"
+#include "stridewise/cuda_errors.h"
+#include "stridewise/torch.h"
+
+namespace stridewise {
+namespace adapter {
+namespace {
+
+// Registering a kernel for a key that has one (aten::gather on CPU) makes the dispatcher warn
+// "Overriding a previously registered kernel ..." (once per process, for all operators). When
+// the kernel we replace is ATen's own, that is the point of enable(), so the warning is dropped
+// while our registrations run. When it is someone else's (another library overrode the op), it
+// is passed on, as is every other warning. Note: the dispatcher's warning fires only once per
+// process, so after a dropped one a later third-party override does not warn either.
+class DropOverrideWarning : public c10::WarningHandler {
+ public:
+  explicit DropOverrideWarning(c10::WarningHandler* prev) : prev_(prev) {}
+  void process(const c10::Warning& w) override {
+    const std::string& m = w.msg();
+    const size_t prev_at = m.find("previous kernel:");
+    const bool ours = m.find("Overriding a previously registered kernel") != std::string::npos &&
+                      prev_at != std::string::npos &&
+                      m.find("aten/src/ATen", prev_at) != std::string::npos;
+    if (ours) return;
+    if (prev_ != nullptr) prev_->process(w);
+  }
+
+ private:
+  c10::WarningHandler* prev_;
+};
+
+struct OverrideState {
+  std::mutex mu;
+  std::vector<std::string> enabled;
+  std::vector<std::unique_ptr<torch::Library>> libs;
+};
+
+OverrideState& state() {
+  static auto* s = new OverrideState();  // leaked: outlives kernels running at exit
+  return *s;
+}
+
+bool contains(const std::vector<std::string>& v, const std::string& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+void check_names(const std::vector<std::string>& names, const std::vector<std::string>& known,
+                 const char* what) {
+  for (const std::string& n : names) {
+    if (contains(known, n)) continue;
+    std::string list;
+    for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
+    TORCH_CHECK_VALUE(false, "stridewise.enable: unknown op '", n, "' in ", what,
+                      "; supported ops: ", list);
+  }
+}
+
+void disable_locked(OverrideState& s) {
+  s.libs.clear();  // ~Library deregisters; the native kernels become active again
+  s.enabled.clear();
+}
+
+std::vector<std::string> enable_ops(const std::vector<std::string>& include,
+                                    const std::vector<std::string>& exclude) {
+  const std::vector<std::string> known = supported_ops();
+  check_names(include, known, "include");
+  check_names(exclude, known, "exclude");
+  std::vector<std::string> want;
+  for (const std::string& op : known)
+    if ((include.empty() || contains(include, op)) && !contains(exclude, op)) want.push_back(op);
+
+  OverrideState& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  disable_locked(s);
+  DropOverrideWarning filter(c10::WarningUtils::get_warning_handler());
+  c10::WarningUtils::WarningHandlerGuard guard(&filter);
+  for (const OverrideSpec& spec : overrides()) {
+    if (!contains(want, spec.op)) continue;
+    auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", spec.key, spec.file,
+                                                spec.line);
+    spec.install(*lib);
+    s.libs.push_back(std::move(lib));
+  }
+  s.enabled = want;
+  return want;
+}
+
+std::vector<std::string> op_enable(std::vector<std::string> include,
+                                   std::vector<std::string> exclude) {
+  return enable_ops(include, exclude);
+}
+
+void op_disable() {
+  OverrideState& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  disable_locked(s);
+}
+
+std::vector<std::string> op_enabled() {
+  OverrideState& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.enabled;
+}
+
+std::string op_stats() {
+  return stats_json();
+}
+void op_reset_stats() {
+  reset_stats();
+}
+
+CudaCheckMode parse_mode(const std::string& mode) {
+  if (mode == "deferred") return CudaCheckMode::kDeferred;
+  if (mode == "sync") return CudaCheckMode::kSync;
+  TORCH_CHECK_VALUE(false, "stridewise.set_cuda_check_mode: unknown mode '", mode,
+                    "'; use 'deferred' (default, no host sync) or 'sync' (raise from the "
+                    "faulting call, one sync per call)");
+}
+
+void op_set_cuda_check_mode(std::string mode) {
+  ::stridewise::set_cuda_check_mode(parse_mode(mode));
+}
+
+std::string op_cuda_check_mode() {
+  return ::stridewise::cuda_check_mode() == CudaCheckMode::kSync ? "sync" : "deferred";
+}
+
+void op_check_errors(bool sync) {
+  if (cuda_hooks().check_errors != nullptr) cuda_hooks().check_errors(sync);
+}
+
+}  // namespace
+}  // namespace adapter
+
+// ---- C++ API (stridewise/torch.h) -------------------------------------------------------------
+
+void enable(const std::vector<std::string>& include, const std::vector<std::string>& exclude) {
+  adapter::enable_ops(include, exclude);
+}
+void disable() {
+  adapter::op_disable();
+}
+std::vector<std::string> enabled_ops() {
+  return adapter::op_enabled();
+}
+std::vector<std::string> supported_ops() {
+  return adapter::supported_ops();
+}
+std::string stats_json() {
+  return adapter::stats_json();
+}
+void reset_stats() {
+  adapter::reset_stats();
+}
+void set_cuda_check_mode(const std::string& mode) {
+  adapter::op_set_cuda_check_mode(mode);
+}
+std::string get_cuda_check_mode() {
+  return adapter::op_cuda_check_mode();
+}
+void check_errors(bool sync) {
+  adapter::op_check_errors(sync);
+}
+
+}  // namespace stridewise
+
+TORCH_LIBRARY(stridewise, m) {
+  m.def("gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor");
+  m.def(
+      "gather.out(Tensor self, int dim, Tensor index, *, bool sparse_grad=False, "
+      "Tensor(a!) out) -> Tensor(a!)");
+  m.def("_enable(str[] include, str[] exclude) -> str[]", &stridewise::adapter::op_enable);
+  m.def("_disable() -> ()", &stridewise::adapter::op_disable);
+  m.def("_enabled() -> str[]", &stridewise::adapter::op_enabled);
+  m.def("_supported() -> str[]", []() { return stridewise::adapter::supported_ops(); });
+  m.def("_stats() -> str", &stridewise::adapter::op_stats);
+  m.def("_reset_stats() -> ()", &stridewise::adapter::op_reset_stats);
+  m.def("_set_cuda_check_mode(str mode) -> ()", &stridewise::adapter::op_set_cuda_check_mode);
+  m.def("_cuda_check_mode() -> str", &stridewise::adapter::op_cuda_check_mode);
+  m.def("_check_errors(bool sync) -> ()", &stridewise::adapter::op_check_errors);
+}

@@ -1,0 +1,146 @@
+"""stridewise: PyTorch indexing ops (gather first) that are correct for every strided layout,
+never copy an operand, and turn bad indices into catchable errors on CPU and CUDA.
+
+Importing the package loads the native library, which registers ``torch.ops.stridewise.*``.
+Nothing changes for ``torch.gather`` until you route it::
+
+    import stridewise
+    with stridewise.use(include=["gather"]):   # torch.gather / Tensor.gather / out= ...
+        y = torch.gather(x, 1, idx)            # ... run stridewise kernels here
+    stridewise.stats()["gather"]["calls"]
+
+All op logic is native; this module only forwards. See docs/python_api.md.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import warnings
+from typing import Iterable, Iterator, List, Optional, Union
+
+import torch
+
+from . import _native
+from ._native import NativeLibraryError, build_info, library_path
+
+_native.load()
+_ops = torch.ops.stridewise
+
+__version__ = build_info().get("stridewise_version", "0.0.0")
+
+__all__ = [
+    "NativeLibraryError",
+    "build_info",
+    "check_errors",
+    "disable",
+    "enable",
+    "enabled",
+    "gather",
+    "get_cuda_check_mode",
+    "library_path",
+    "reset_stats",
+    "set_cuda_check_mode",
+    "stats",
+    "supported_ops",
+    "use",
+]
+
+Names = Optional[Union[str, Iterable[str]]]
+
+
+def _names(ops: Names) -> List[str]:
+    if ops is None:
+        return []
+    if isinstance(ops, str):
+        return [ops]
+    return [str(o) for o in ops]
+
+
+def supported_ops() -> List[str]:
+    """Ops stridewise implements (and enable() accepts): ['gather']."""
+    return list(_ops._supported())
+
+
+def enable(include: Names = None, exclude: Names = None) -> List[str]:
+    """Routes the aten:: forms of the selected ops (torch.gather, Tensor.gather, out=, ...) on
+    CPU and CUDA to stridewise. ``include`` None/empty means every supported op; ``exclude``
+    removes ops. Replaces any previous selection. Returns the ops now enabled. Unknown names
+    raise ValueError. Autograd keeps ATen's formulas."""
+    return list(_ops._enable(_names(include), _names(exclude)))
+
+
+def disable() -> None:
+    """Restores ATen's native kernels for every op enable() routed (idempotent)."""
+    _ops._disable()
+
+
+def enabled() -> List[str]:
+    """Ops currently routed to stridewise ([] when disabled)."""
+    return list(_ops._enabled())
+
+
+@contextlib.contextmanager
+def use(include: Names = None, exclude: Names = None) -> Iterator[List[str]]:
+    """Context manager: enable(include, exclude) inside, then restore exactly the routing that
+    was in effect before (nestable; restores on exceptions too). Yields the enabled ops."""
+    previous = enabled()
+    now = enable(include, exclude)
+    try:
+        yield now
+    finally:
+        if previous:
+            enable(previous)
+        else:
+            disable()
+
+
+def stats() -> dict:
+    """Per-op counters: {'gather': {'calls': n, 'cpu': n, 'cuda': n, 'noncontig_index': n,
+    'noncontig_self': n, 'noncontig_out': n, 'expanded_index': n, 'copies': 0,
+    'vectorized': n, 'int64_offsets': n, 'errors': n}}. Counts torch.ops.stridewise calls
+    and routed aten:: calls alike. 'copies' is always 0: stridewise never copies an operand."""
+    return json.loads(_ops._stats())
+
+
+def reset_stats() -> None:
+    _ops._reset_stats()
+
+
+def set_cuda_check_mode(mode: str) -> None:
+    """'deferred' (default): no host sync; a bad index found by a CUDA kernel is raised by the
+    next stridewise CUDA call or by check_errors(). 'sync': every CUDA call synchronizes its
+    stream and raises its own error (costs one host sync per call)."""
+    _ops._set_cuda_check_mode(str(mode))
+
+
+def get_cuda_check_mode() -> str:
+    return str(_ops._cuda_check_mode())
+
+
+def check_errors(sync: bool = True) -> None:
+    """Raises a pending CUDA index error now (RuntimeError). With sync=True, waits for every
+    device torch has used first, so all kernels launched so far are covered. No-op on CPU."""
+    _ops._check_errors(bool(sync))
+
+
+def gather(input: torch.Tensor, dim: int, index: torch.Tensor, *, sparse_grad: bool = False,
+           out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """torch.gather computed by stridewise, whether or not routing is enabled."""
+    if out is None:
+        return _ops.gather(input, dim, index, sparse_grad=sparse_grad)
+    return _ops.gather.out(input, dim, index, sparse_grad=sparse_grad, out=out)
+
+
+def _initial_check_mode() -> None:
+    mode = os.environ.get("STRIDEWISE_CUDA_CHECK")
+    if not mode:
+        return
+    try:
+        set_cuda_check_mode(mode.strip().lower())
+    except (ValueError, RuntimeError):
+        warnings.warn(f"STRIDEWISE_CUDA_CHECK={mode!r} is neither 'deferred' nor 'sync'; "
+                      f"keeping {get_cuda_check_mode()!r}", RuntimeWarning, stacklevel=2)
+
+
+_initial_check_mode()

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The one device-machine script: build with the machine's CUDA torch, run the C++ and Python
+# tests on CUDA, run the CUDA tests under compute-sanitizer memcheck (caching allocator off),
+# run the benchmarks and the audit. Each phase's full log goes under $OUT (as one tarball plus
+# a summary, because the device tool returns at most 8 files).
+#
+#   scripts/gpu_all.sh [phase ...]     phases: build ctest pytest sanitize bench audit demo
+#   (no phase = all)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OUT=${OUT:-$ROOT/out}
+LOG=$ROOT/build-gpu/logs
+mkdir -p "$OUT" "$LOG"
+export PYTHONPATH=$ROOT/python PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+PHASES=${*:-build ctest pytest sanitize bench audit demo}
+SUMMARY=$OUT/summary.txt
+: >"$SUMMARY"
+
+note() { echo "$*" | tee -a "$SUMMARY"; }
+run_phase() {  # run_phase NAME CMD...: log to $LOG/NAME.log, record rc and duration
+  local name=$1; shift
+  local t0=$(date +%s)
+  echo "=== $name: $*" >"$LOG/$name.log"
+  ( "$@" ) >>"$LOG/$name.log" 2>&1
+  local rc=$?
+  note "$(printf '%-10s rc=%-3s %4ss' "$name" "$rc" $(( $(date +%s) - t0 )))"
+  tail -n 25 "$LOG/$name.log"
+  return $rc
+}
+
+note "date: $(date -u +%FT%TZ)"
+note "gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
+note "torch: $(python3 -c 'import torch;print(torch.__version__, "cuda", torch.version.cuda)')"
+note "nvcc: $(nvcc --version | tail -n 2 | head -n 1)"
+
+for phase in $PHASES; do
+  case $phase in
+    build)
+      # No GoogleTest package there: build the copy carried in .gtest (see README, "GPU").
+      # -Werror stays a CI (gcc 12) gate: the device image's gcc 13 raises false positives
+      # (-Warray-bounds) inside torch's own headers.
+      gtest_arg=()
+      [ -d .gtest/googletest ] && gtest_arg=(-DSW_GTEST_SRC=$ROOT/.gtest -DCMAKE_DISABLE_FIND_PACKAGE_GTest=ON)
+      run_phase build bash -c "cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
+        -DSW_CUDA=ON -DSW_TORCH=ON ${gtest_arg[*]} && cmake --build build-gpu -j 16" ;;
+    ctest)
+      run_phase ctest ctest --test-dir build-gpu --output-on-failure ;;
+    pytest)
+      run_phase pytest python3 -m pytest -q -rs -p no:cacheprovider ${PYTEST_ARGS:-tests} ;;
+    sanitize)
+      # The caching allocator hides out-of-bounds accesses inside its pools: turn it off.
+      run_phase sanitize bash -c "
+        export PYTORCH_NO_CUDA_MEMORY_CACHING=1
+        for t in build-gpu/core/tests/cuda/*_test build-gpu/core/tests/cuda/test_*; do
+          [ -x \"\$t\" ] || continue
+          compute-sanitizer --tool memcheck --error-exitcode 99 \"\$t\" --gtest_filter=-*Planted*:*Guard* || exit \$?
+        done
+        compute-sanitizer --tool memcheck --error-exitcode 99 python3 -m pytest -q -x -p no:cacheprovider \
+          tests/test_gather_layouts.py -k 'cuda' "
+      ;;
+    bench)
+      run_phase bench python3 bench/bench_gather.py ${BENCH_ARGS:-} ;;
+    audit)
+      run_phase audit bash -c "python3 -m stridewise audit --device cuda --json $LOG/audit_cuda_aten.json; \
+        python3 -m stridewise audit --device cuda --backend stridewise --ops gather --json $LOG/audit_cuda_sw.json" ;;
+    demo)
+      run_phase demo python3 -m stridewise demo --device cuda ;;
+    *) note "unknown phase $phase" ;;
+  esac
+done
+
+cp -f "$LOG"/bench*.md "$OUT"/ 2>/dev/null || true
+tar -czf "$OUT/logs.tar.gz" -C "$ROOT/build-gpu" logs
+cat "$SUMMARY"
