@@ -39,6 +39,7 @@ bool to_dtype(c10::ScalarType st, DType* out) {
       {S::Float8_e5m2, DType::kFloat8E5M2},
       {S::Float8_e4m3fnuz, DType::kFloat8E4M3FNUZ},
       {S::Float8_e5m2fnuz, DType::kFloat8E5M2FNUZ},
+      {S::Float8_e8m0fnu, DType::kFloat8E8M0FNU},
   };
   for (const Entry& e : kMap) {
     if (e.torch == st) {

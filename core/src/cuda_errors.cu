@@ -21,9 +21,9 @@ namespace {
 constexpr int kMaxDevices = 64;
 
 struct DeviceSlot {
-  std::mutex init_mu;  // serializes the (retryable) first allocation
-  std::mutex poll_mu;  // one poller reads-and-clears a record at a time
-  CudaErrorRecord* dev = nullptr;                // device view; valid once `host` is published
+  std::mutex init_mu;                           // serializes the (retryable) first allocation
+  std::mutex poll_mu;                           // one poller reads-and-clears a record at a time
+  CudaErrorRecord* dev = nullptr;               // device view; valid once `host` is published
   std::atomic<CudaErrorRecord*> host{nullptr};  // host view; null until allocated
 };
 
@@ -50,8 +50,8 @@ Status init_slot(int device, DeviceSlot& s, ErrorDetail* err) {
   void* h = nullptr;
   void* d = nullptr;
   // Portable: pinned for every context; Mapped: addressable from kernels (UVA: d == h).
-  cudaError_t e = cudaHostAlloc(&h, sizeof(CudaErrorRecord),
-                                cudaHostAllocMapped | cudaHostAllocPortable);
+  cudaError_t e =
+      cudaHostAlloc(&h, sizeof(CudaErrorRecord), cudaHostAllocMapped | cudaHostAllocPortable);
   const char* what = "cudaHostAlloc(error record)";
   if (e == cudaSuccess) {
     std::memset(h, 0, sizeof(CudaErrorRecord));
@@ -80,8 +80,7 @@ void set_cuda_check_mode(CudaCheckMode mode) {
   mode_word().store(static_cast<int>(mode), std::memory_order_relaxed);
 }
 
-Status cuda_error_slots(int device, CudaErrorRecord** record, int32_t** claim,
-                        ErrorDetail* err) {
+Status cuda_error_slots(int device, CudaErrorRecord** record, int32_t** claim, ErrorDetail* err) {
   if (device < 0 || device >= kMaxDevices)
     return detail::fail(err, Status::kUnsupported,
                         "stridewise supports CUDA device ordinals 0.." +
@@ -122,7 +121,7 @@ Status cuda_poll_errors(int device, void* stream, ErrorDetail* err) {
   d.message = format_index_error(d);
   r->flag = 0;
   std::atomic_thread_fence(std::memory_order_release);  // flag cleared before the claim
-  r->claim = 0;                                          // next offending thread may claim
+  r->claim = 0;                                         // next offending thread may claim
   if (err) *err = d;
   return Status::kIndexOutOfRange;
 }

@@ -55,14 +55,33 @@ constexpr int64_t kMaxBlocks = int64_t(1) << 20;  // grid cap; bodies grid-strid
 constexpr int64_t kI32Max = std::numeric_limits<int32_t>::max();
 
 // Copy units: kernels move bytes, never interpret them (per size, not per dtype).
-template <int B> struct UnitOf;
-template <> struct UnitOf<1> { using type = unsigned char; };
-template <> struct UnitOf<2> { using type = unsigned short; };
-template <> struct UnitOf<4> { using type = unsigned int; };
-template <> struct UnitOf<8> { using type = unsigned long long; };
-template <> struct UnitOf<16> { using type = uint4; };
+template <int B>
+struct UnitOf;
+template <>
+struct UnitOf<1> {
+  using type = unsigned char;
+};
+template <>
+struct UnitOf<2> {
+  using type = unsigned short;
+};
+template <>
+struct UnitOf<4> {
+  using type = unsigned int;
+};
+template <>
+struct UnitOf<8> {
+  using type = unsigned long long;
+};
+template <>
+struct UnitOf<16> {
+  using type = uint4;
+};
 
-template <typename T> struct Tag { using type = T; };
+template <typename T>
+struct Tag {
+  using type = T;
+};
 
 // Where a bad index is reported. `size` is self.sizes[dim]: valid values are [0, size).
 struct ErrorSite {
@@ -148,8 +167,8 @@ struct RowsArgs {
 // One thread of the rows kernel. A tile is (row, chunk of group * kUnroll units); group g
 // of the grid takes tiles g, g + num_groups, ...; its lanes stride the chunk by `group`.
 template <typename U, typename IdxT, typename I, int D>
-SW_HOST_DEVICE SW_INLINE void rows_thread(const RowsArgs<IdxT, I, D>& a, I block, I thread,
-                                          I grid, BadIndex& bad) {
+SW_HOST_DEVICE SW_INLINE void rows_thread(const RowsArgs<IdxT, I, D>& a, I block, I thread, I grid,
+                                          BadIndex& bad) {
   U* const out = static_cast<U*>(a.out);
   const U* const self = static_cast<const U*>(a.self);
   const I group = I(1) << a.group_shift;
@@ -208,7 +227,9 @@ inline bool fits_u32(const LoopPlan<3>& loop, int64_t dim_size, int64_t self_dim
   return true;
 }
 
-inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+inline int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 // Largest power of two <= 16 dividing x (x == 0: 16).
 inline int pow2_unit(uint64_t x) {
@@ -272,12 +293,18 @@ Status with_index_offset(bool idx64, bool u32, F&& f) {
 template <typename F>
 Status with_unit(int bytes, F&& f) {
   switch (bytes) {
-    case 1: return f(Tag<UnitOf<1>::type>{});
-    case 2: return f(Tag<UnitOf<2>::type>{});
-    case 4: return f(Tag<UnitOf<4>::type>{});
-    case 8: return f(Tag<UnitOf<8>::type>{});
-    case 16: return f(Tag<UnitOf<16>::type>{});
-    default: return Status::kUnsupported;
+    case 1:
+      return f(Tag<UnitOf<1>::type>{});
+    case 2:
+      return f(Tag<UnitOf<2>::type>{});
+    case 4:
+      return f(Tag<UnitOf<4>::type>{});
+    case 8:
+      return f(Tag<UnitOf<8>::type>{});
+    case 16:
+      return f(Tag<UnitOf<16>::type>{});
+    default:
+      return Status::kUnsupported;
   }
 }
 
@@ -292,8 +319,8 @@ Status run_rows(const GatherArgs& args, const GatherPlan& p, const RowsWork& w,
   const int64_t tiles_per_row = ceil_div(w.row_len, int64_t(kUnroll) << shift);
   const int64_t num_tiles = w.rows.numel * tiles_per_row;
   const int64_t blocks = std::min(ceil_div(num_tiles << shift, kThreads), kMaxBlocks);
-  const bool u32 = num_tiles <= kI32Max &&
-                   fits_u32(w.rows, p.self_dim_size, w.self_dim_stride, w.row_len - 1);
+  const bool u32 =
+      num_tiles <= kI32Max && fits_u32(w.rows, p.self_dim_size, w.self_dim_stride, w.row_len - 1);
   return with_unit(w.unit, [&](auto ut) {
     return with_index_offset(args.index.dtype == DType::kInt64, u32, [&](auto it, auto ot) {
       return with_dims(w.rows.rank, [&](auto dims) {

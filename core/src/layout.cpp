@@ -98,9 +98,8 @@ int64_t logical_offset(int rank, const int64_t* shape, const int64_t* strides, i
   return off;
 }
 
-#define SW_INSTANTIATE_PLAN(N)                                                          \
-  template LoopPlan<N> plan_loop<N>(int, const int64_t*, const int64_t* const*,         \
-                                    const int64_t*);                                    \
+#define SW_INSTANTIATE_PLAN(N)                                                                   \
+  template LoopPlan<N> plan_loop<N>(int, const int64_t*, const int64_t* const*, const int64_t*); \
   template int64_t plan_offset<N>(const LoopPlan<N>&, int, int64_t);
 SW_INSTANTIATE_PLAN(1)
 SW_INSTANTIATE_PLAN(2)

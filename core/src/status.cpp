@@ -39,26 +39,48 @@ std::string format_index_error(const ErrorDetail& e) {
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::kBool: return "bool";
-    case DType::kUInt8: return "uint8";
-    case DType::kInt8: return "int8";
-    case DType::kInt16: return "int16";
-    case DType::kUInt16: return "uint16";
-    case DType::kInt32: return "int32";
-    case DType::kUInt32: return "uint32";
-    case DType::kInt64: return "int64";
-    case DType::kUInt64: return "uint64";
-    case DType::kFloat16: return "float16";
-    case DType::kBFloat16: return "bfloat16";
-    case DType::kFloat32: return "float32";
-    case DType::kFloat64: return "float64";
-    case DType::kComplex32: return "complex32";
-    case DType::kComplex64: return "complex64";
-    case DType::kComplex128: return "complex128";
-    case DType::kFloat8E4M3FN: return "float8_e4m3fn";
-    case DType::kFloat8E5M2: return "float8_e5m2";
-    case DType::kFloat8E4M3FNUZ: return "float8_e4m3fnuz";
-    case DType::kFloat8E5M2FNUZ: return "float8_e5m2fnuz";
+    case DType::kBool:
+      return "bool";
+    case DType::kUInt8:
+      return "uint8";
+    case DType::kInt8:
+      return "int8";
+    case DType::kInt16:
+      return "int16";
+    case DType::kUInt16:
+      return "uint16";
+    case DType::kInt32:
+      return "int32";
+    case DType::kUInt32:
+      return "uint32";
+    case DType::kInt64:
+      return "int64";
+    case DType::kUInt64:
+      return "uint64";
+    case DType::kFloat16:
+      return "float16";
+    case DType::kBFloat16:
+      return "bfloat16";
+    case DType::kFloat32:
+      return "float32";
+    case DType::kFloat64:
+      return "float64";
+    case DType::kComplex32:
+      return "complex32";
+    case DType::kComplex64:
+      return "complex64";
+    case DType::kComplex128:
+      return "complex128";
+    case DType::kFloat8E4M3FN:
+      return "float8_e4m3fn";
+    case DType::kFloat8E5M2:
+      return "float8_e5m2";
+    case DType::kFloat8E4M3FNUZ:
+      return "float8_e4m3fnuz";
+    case DType::kFloat8E5M2FNUZ:
+      return "float8_e5m2fnuz";
+    case DType::kFloat8E8M0FNU:
+      return "float8_e8m0fnu";
   }
   return "unknown dtype";
 }

@@ -28,6 +28,7 @@ enum class DType : uint8_t {
   kFloat8E5M2,
   kFloat8E4M3FNUZ,
   kFloat8E5M2FNUZ,
+  kFloat8E8M0FNU,
 };
 
 constexpr int elem_size(DType t) {
@@ -39,6 +40,7 @@ constexpr int elem_size(DType t) {
     case DType::kFloat8E5M2:
     case DType::kFloat8E4M3FNUZ:
     case DType::kFloat8E5M2FNUZ:
+    case DType::kFloat8E8M0FNU:
       return 1;
     case DType::kInt16:
     case DType::kUInt16:
@@ -61,7 +63,9 @@ constexpr int elem_size(DType t) {
   return 0;
 }
 
-constexpr bool is_index_dtype(DType t) { return t == DType::kInt32 || t == DType::kInt64; }
+constexpr bool is_index_dtype(DType t) {
+  return t == DType::kInt32 || t == DType::kInt64;
+}
 
 const char* dtype_name(DType t);
 

@@ -34,7 +34,7 @@ struct GatherArgs {
 enum GatherOperand : int { kGatherOut = 0, kGatherIndex = 1, kGatherSelf = 2 };
 
 struct GatherPlan {
-  LoopPlan<3> loop;           // over index's shape; self's stride on `dim` set to 0
+  LoopPlan<3> loop;             // over index's shape; self's stride on `dim` set to 0
   int64_t self_dim_stride = 0;  // added per unit of index value
   int64_t self_dim_size = 0;    // valid index values are [0, self_dim_size)
   int64_t dim = 0;

@@ -20,12 +20,12 @@ namespace stridewise {
 
 template <int N>
 struct LoopPlan {
-  int rank = 0;                // dims after planning; 0 means one element (or empty, see numel)
-  int64_t numel = 1;           // product of sizes; 0 when the shape is empty
+  int rank = 0;       // dims after planning; 0 means one element (or empty, see numel)
+  int64_t numel = 1;  // product of sizes; 0 when the shape is empty
   int64_t sizes[kMaxRank] = {};
   int64_t strides[N][kMaxRank] = {};  // per operand, in elements
-  int perm[kMaxRank] = {};     // perm[d] = original dim of planned dim d before merging
-  bool fits_int32 = false;     // numel and every reachable offset (with `extra`) < 2^31
+  int perm[kMaxRank] = {};            // perm[d] = original dim of planned dim d before merging
+  bool fits_int32 = false;            // numel and every reachable offset (with `extra`) < 2^31
 };
 
 // shape/rank: the iteration shape. strides[k]: operand k's strides over that shape.

@@ -29,9 +29,9 @@ const char* status_name(Status s);
 struct ErrorDetail {
   Status status = Status::kOk;
   OpCode op = OpCode::kUnknown;
-  int64_t dim = -1;       // dimension the bad index addresses
-  int64_t value = 0;      // the offending index value
-  int64_t lo = 0;         // valid range is [lo, hi)
+  int64_t dim = -1;   // dimension the bad index addresses
+  int64_t value = 0;  // the offending index value
+  int64_t lo = 0;     // valid range is [lo, hi)
   int64_t hi = 0;
   int64_t position = -1;  // linear position of the offending element in iteration order
   std::string message;    // free text for kInvalidArgument / kDeviceError / kUnsupported

@@ -63,7 +63,8 @@ std::vector<unsigned char> reference_out(const swt::GatherCase& c, int64_t* bad)
   if (n == 0) return out;
   const int r = ix.rank;
   const int es = c.out.esize;
-  unsigned char* const out0 = out.data() + (static_cast<const unsigned char*>(o.data) - c.out.base());
+  unsigned char* const out0 =
+      out.data() + (static_cast<const unsigned char*>(o.data) - c.out.base());
   const auto* self0 = static_cast<const unsigned char*>(s.data);
   const int64_t dim = c.dim;
   const int64_t hi = r > 0 ? s.sizes[dim] : 1;
@@ -104,7 +105,8 @@ std::string status_str(Status s, const ErrorDetail& e) {
                             " bytes; STRIDEWISE_TEST_SEED=" + std::to_string(seed);
   DeviceCase d(c, out_shift, self_shift);
   if (d.status() != cudaSuccess)
-    return ::testing::AssertionFailure() << "device copy: " << cudaGetErrorString(d.status()) << where;
+    return ::testing::AssertionFailure()
+           << "device copy: " << cudaGetErrorString(d.status()) << where;
   ErrorDetail e;
   Status st = stridewise::gather_cuda(d.args(), stream, &e);
   if (st != Status::kOk)

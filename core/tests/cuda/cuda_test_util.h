@@ -21,8 +21,8 @@ namespace swct {
 
 bool have_device();
 
-#define SWCT_REQUIRE_DEVICE()                                          \
-  do {                                                                 \
+#define SWCT_REQUIRE_DEVICE()                                             \
+  do {                                                                    \
     if (!::swct::have_device()) GTEST_SKIP() << "no CUDA device visible"; \
   } while (0)
 

@@ -43,8 +43,8 @@ using GatherCuda = CudaTest;
 // storage holds 4 values; a kernel reading it flat would read 1536.
 TEST_F(GatherCuda, SeedCase) {
   swt::Rng rng(seed_);
-  GatherCase c = make_case(rng, DType::kFloat16, DType::kInt64, 1, {4, 16, 384}, {6144, 384, 1},
-                           0, {4, 1, 384}, {1, 1, 0}, {384, 384, 1}, 0);
+  GatherCase c = make_case(rng, DType::kFloat16, DType::kInt64, 1, {4, 16, 384}, {6144, 384, 1}, 0,
+                           {4, 1, 384}, {1, 1, 0}, {384, 384, 1}, 0);
   ASSERT_EQ(c.index.storage_bytes(), 4u * 8u);
   for (int64_t i = 0; i < 4; ++i) swt::write_index(c.index.view, i, 15);
   EXPECT_TRUE(gather_matches(c, stream_, seed_));
@@ -84,9 +84,9 @@ TEST_F(GatherCuda, RowsPathShapesAndUnits) {
     for (int64_t D : row_lens) {
       for (int64_t pad : {int64_t(0), int64_t(1), int64_t(8)}) {
         const int64_t soff = pad == 1 ? 1 : 0;  // storage offset lowers self's alignment
-        GatherCase c = make_case(rng, dt, pad == 8 ? DType::kInt32 : DType::kInt64, 1, {B, N, D},
-                                 {N * D, D, 1}, soff, {B, K, D}, {K, 1, 0},
-                                 {K * (D + pad), D + pad, 1}, pad);
+        GatherCase c =
+            make_case(rng, dt, pad == 8 ? DType::kInt32 : DType::kInt64, 1, {B, N, D},
+                      {N * D, D, 1}, soff, {B, K, D}, {K, 1, 0}, {K * (D + pad), D + pad, 1}, pad);
         EXPECT_TRUE(gather_matches(c, stream_, seed_)) << "D " << D << " pad " << pad;
         const size_t shift = es > 1 ? size_t(es) / 2 : 0;  // breaks element alignment
         if (shift) {
@@ -139,8 +139,8 @@ TEST_F(GatherCuda, HighPlannedRankUsesWidestCalculator) {
   ist_elems[live[0]] = 1;  // index varies along out's fastest dim: elems kernel
   swt::Rng rng(seed_);
   for (int variant = 0; variant < 2; ++variant) {
-    GatherCase c = make_case(rng, DType::kUInt8, variant ? DType::kInt32 : DType::kInt64, dim,
-                             ssz, sst, 0, isz, variant ? ist_rows : ist_elems, ost, 0);
+    GatherCase c = make_case(rng, DType::kUInt8, variant ? DType::kInt32 : DType::kInt64, dim, ssz,
+                             sst, 0, isz, variant ? ist_rows : ist_elems, ost, 0);
     GatherPlan plan;
     ErrorDetail e;
     ASSERT_EQ(stridewise::plan_gather(c.args(), &plan, &e), Status::kOk) << e.message;
@@ -166,7 +166,8 @@ TEST_F(GatherCuda, SixtyFourBitOffsets) {
   std::vector<unsigned char> rows(size_t(kRows * kLen));
   for (auto& b : rows) b = static_cast<unsigned char>(rng() | 1);
   for (int64_t r = 0; r < kRows; ++r)
-    SWCT_CUDA_OK(cudaMemcpy(self + r * kRowStride, rows.data() + r * kLen, kLen, cudaMemcpyHostToDevice));
+    SWCT_CUDA_OK(
+        cudaMemcpy(self + r * kRowStride, rows.data() + r * kLen, kLen, cudaMemcpyHostToDevice));
   int64_t* index = nullptr;
   unsigned char* out = nullptr;
   SWCT_CUDA_OK(cudaMalloc(&index, 2 * kLen * sizeof(int64_t)));

@@ -33,7 +33,7 @@ struct Launch {
   bool u32 = false;
   bool idx64 = false;
   unsigned blocks = 0;
-  int group = 0;       // rows: threads per row tile
+  int group = 0;  // rows: threads per row tile
   int64_t tiles_per_row = 0;
 };
 
@@ -51,8 +51,14 @@ struct HostRunner {
 
   template <typename U, typename IdxT, typename I, int D>
   void rows(const cg::RowsArgs<IdxT, I, D>& a, unsigned blocks) {
-    launch = {"rows", int(sizeof(U)), D, sizeof(I) == 4, sizeof(IdxT) == 8, blocks,
-              1 << a.group_shift, int64_t(a.tiles_per_row.divisor)};
+    launch = {"rows",
+              int(sizeof(U)),
+              D,
+              sizeof(I) == 4,
+              sizeof(IdxT) == 8,
+              blocks,
+              1 << a.group_shift,
+              int64_t(a.tiles_per_row.divisor)};
     if (execute) expect_aligned(a.out, a.self, sizeof(U));
     for (unsigned b = 0; execute && b < blocks; ++b)
       for (unsigned t = 0; t < unsigned(cg::kThreads); ++t) {
@@ -143,9 +149,9 @@ struct Shifted {
       return ::testing::AssertionFailure() << "position " << e.position << " out of range" << where;
     const int64_t off = stridewise::plan_offset(plan.loop, stridewise::kGatherIndex, e.position);
     if (swt::read_index(a.index, off) != e.value)
-      return ::testing::AssertionFailure() << "position " << e.position << " holds "
-                                           << swt::read_index(a.index, off) << ", not " << e.value
-                                           << where;
+      return ::testing::AssertionFailure()
+             << "position " << e.position << " holds " << swt::read_index(a.index, off) << ", not "
+             << e.value << where;
   }
   const unsigned char* got = shifted ? so.base : c.out.base();
   const std::string diff = swt::diff_bytes(got, want.data(), want.size());
@@ -169,8 +175,8 @@ TEST(GatherEmulated, RandomLayoutsEveryRankBucket) {
       swt::GatherCaseOpts opts;
       opts.max_numel = 3000;
       opts.allow_empty = true;
-      GatherCase c = swt::random_gather_case(rng, dt, swt::coin(rng, 0.5) ? DType::kInt64 : DType::kInt32,
-                                             rank, opts);
+      GatherCase c = swt::random_gather_case(
+          rng, dt, swt::coin(rng, 0.5) ? DType::kInt64 : DType::kInt32, rank, opts);
       const bool shift = es > 1 && swt::coin(rng, 0.3);
       const size_t os = shift ? size_t(swt::rand_int(rng, 0, es - 1)) : 0;
       const size_t ss = shift ? size_t(swt::rand_int(rng, 0, es - 1)) : 0;
@@ -193,7 +199,8 @@ TEST(GatherEmulated, BadValueSkipsExactlyItsElements) {
     const int64_t n = static_cast<int64_t>(c.index.storage_bytes() / 8);
     if (c.index.view.numel() == 0 || n == 0) continue;
     const int64_t hi = c.self.view.sizes[c.dim];
-    const int64_t value = swt::coin(rng, 0.5) ? -1 - swt::rand_int(rng, 0, 3) : hi + swt::rand_int(rng, 0, 3);
+    const int64_t value =
+        swt::coin(rng, 0.5) ? -1 - swt::rand_int(rng, 0, 3) : hi + swt::rand_int(rng, 0, 3);
     stridewise::StridedView base = c.index.view;
     base.data = c.index.base();
     swt::write_index(base, swt::rand_int(rng, 0, n - 1), value);
@@ -210,8 +217,10 @@ Launch dispatch_of(DType dt, std::initializer_list<int64_t> ssz, std::initialize
                    std::initializer_list<int64_t> ost, int64_t dim, uintptr_t misalign = 0) {
   GatherArgs a;
   a.dim = dim;
-  a.self = stridewise::make_view(reinterpret_cast<void*>(uintptr_t(1) << 40 | misalign), dt, ssz, sst);
-  a.index = stridewise::make_view(reinterpret_cast<void*>(uintptr_t(2) << 40), DType::kInt64, isz, ist);
+  a.self =
+      stridewise::make_view(reinterpret_cast<void*>(uintptr_t(1) << 40 | misalign), dt, ssz, sst);
+  a.index =
+      stridewise::make_view(reinterpret_cast<void*>(uintptr_t(2) << 40), DType::kInt64, isz, ist);
   a.out = stridewise::make_view(reinterpret_cast<void*>(uintptr_t(3) << 40), dt, isz, ost);
   HostRunner r;
   r.execute = false;

@@ -51,7 +51,8 @@ class GuardedDeviceRange {
         !driver_entry("cuMemAddressReserve", &reserve_, why) ||
         !driver_entry("cuMemCreate", &create_, why) || !driver_entry("cuMemMap", &map_, why) ||
         !driver_entry("cuMemSetAccess", &set_access_, why) ||
-        !driver_entry("cuMemUnmap", &unmap_, why) || !driver_entry("cuMemRelease", &release_, why) ||
+        !driver_entry("cuMemUnmap", &unmap_, why) ||
+        !driver_entry("cuMemRelease", &release_, why) ||
         !driver_entry("cuMemAddressFree", &address_free_, why))
       return false;
     CUmemAllocationProp prop = {};
@@ -113,8 +114,8 @@ int64_t* place_index(const GuardedDeviceRange& g) {
 
 // The seed's kernel, transcribed: index[linear] treats the expanded index as contiguous.
 // Index values are clamped so that the only out-of-bounds access is the index read itself.
-__global__ void planted_flat_index_gather(const uint16_t* self, const int64_t* index,
-                                          uint16_t* out, int64_t n) {
+__global__ void planted_flat_index_gather(const uint16_t* self, const int64_t* index, uint16_t* out,
+                                          int64_t n) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   int64_t v = index[i];  // the bug
@@ -137,8 +138,8 @@ void run_planted_and_exit(int device) {
     std::fprintf(stderr, "planted setup failed: %s\n", why.c_str());
     _exit(kPlantedSetupFailed);
   }
-  planted_flat_index_gather<<<(kB * kD + 255) / 256, 256>>>(
-      static_cast<const uint16_t*>(self), idx, static_cast<uint16_t*>(out), kB * kD);
+  planted_flat_index_gather<<<(kB * kD + 255) / 256, 256>>>(static_cast<const uint16_t*>(self), idx,
+                                                            static_cast<uint16_t*>(out), kB * kD);
   cudaError_t e = cudaGetLastError();
   if (e == cudaSuccess) e = cudaDeviceSynchronize();
   std::fprintf(stderr, "planted kernel: %s\n", cudaGetErrorString(e));
