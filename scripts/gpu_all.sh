@@ -26,6 +26,10 @@ run_phase() {  # run_phase NAME CMD...: log to $LOG/NAME.log, record rc and dura
   local rc=$?
   note "$(printf '%-10s rc=%-3s %4ss' "$name" "$rc" $(( $(date +%s) - t0 )))"
   tail -n 25 "$LOG/$name.log"
+  # Refresh the tarball after every phase: a command cut off by its time limit still returns
+  # the logs of the phases that finished.
+  cp -f "$OUT"/bench_gather.* "$LOG"/ 2>/dev/null
+  tar -czf "$OUT/logs.tar.gz" -C "$ROOT/build-gpu" logs
   return $rc
 }
 
@@ -67,6 +71,9 @@ for phase in $PHASES; do
         python3 -m stridewise audit --device cuda --backend stridewise --ops gather --json $LOG/audit_cuda_sw.json" ;;
     demo)
       run_phase demo python3 -m stridewise demo --device cuda ;;
+    diag)
+      run_phase diag bash -c "python3 scripts/diag_bad_index.py || \
+        cuda-gdb -batch -ex run -ex bt --args python3 scripts/diag_bad_index.py" ;;
     *) note "unknown phase $phase" ;;
   esac
 done
