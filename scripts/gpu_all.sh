@@ -46,8 +46,16 @@ for phase in $PHASES; do
       # (-Warray-bounds) inside torch's own headers.
       gtest_arg=()
       [ -d .gtest/googletest ] && gtest_arg=(-DSW_GTEST_SRC=$ROOT/.gtest -DCMAKE_DISABLE_FIND_PACKAGE_GTest=ON)
+      # The image's default g++ (/opt/gcc) links its own static libstdc++ into shared objects;
+      # that private copy's iostreams crash inside a process whose libstdc++ is the system one
+      # (seen 2026-11-29: SIGSEGV in std::codecvt from libstridewise_torch.so). Use the system
+      # compiler when there is one, and check that libstdc++ is linked dynamically.
+      cxx_arg=()
+      [ -x /usr/bin/g++ ] && cxx_arg=(-DCMAKE_CXX_COMPILER=/usr/bin/g++ -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++)
       run_phase build bash -c "cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
-        -DSW_CUDA=ON -DSW_TORCH=ON ${gtest_arg[*]} && cmake --build build-gpu -j 16" ;;
+        -DSW_CUDA=ON -DSW_TORCH=ON ${gtest_arg[*]} ${cxx_arg[*]} && cmake --build build-gpu -j 16 && \
+        ldd python/stridewise/_lib/libstridewise_torch.so | grep -E 'stdc|gomp|cudart' && \
+        ! nm -C --defined-only python/stridewise/_lib/libstridewise_torch.so | grep -q 'std::codecvt<char16_t'" ;;
     ctest)
       run_phase ctest ctest --test-dir build-gpu --output-on-failure ;;
     pytest)
@@ -67,8 +75,9 @@ for phase in $PHASES; do
     bench)
       run_phase bench python3 bench/bench_gather.py ${BENCH_ARGS:-} ;;
     audit)
-      run_phase audit bash -c "python3 -m stridewise audit --device cuda --json $LOG/audit_cuda_aten.json; \
-        python3 -m stridewise audit --device cuda --backend stridewise --ops gather --json $LOG/audit_cuda_sw.json" ;;
+      run_phase audit bash -c "python3 -m stridewise audit --device cuda --backend stridewise --ops gather \
+          --guard --json $LOG/audit_cuda_sw.json; \
+        python3 -m stridewise audit --device cuda --matrix ${AUDIT_MATRIX:-quick} --json $LOG/audit_cuda_aten.json" ;;
     demo)
       run_phase demo python3 -m stridewise demo --device cuda ;;
     diag)
