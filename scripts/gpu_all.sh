@@ -75,7 +75,9 @@ for phase in $PHASES; do
     bench)
       run_phase bench python3 bench/bench_gather.py ${BENCH_ARGS:-} ;;
     audit)
-      run_phase audit bash -c "python3 -m stridewise audit --device cuda --backend stridewise --ops gather \
+      # Sync check mode: the audit asks every call to raise on a bad index; in the default
+      # deferred mode stridewise raises at the next call instead (reported as bad-error).
+      run_phase audit bash -c "STRIDEWISE_CUDA_CHECK=sync python3 -m stridewise audit --device cuda --backend stridewise --ops gather \
           --guard --json $LOG/audit_cuda_sw.json; \
         python3 -m stridewise audit --device cuda --matrix ${AUDIT_MATRIX:-quick} --json $LOG/audit_cuda_aten.json" ;;
     demo)
