@@ -85,6 +85,18 @@ def sw():
     return mod
 
 
+@pytest.fixture(scope="module")
+def exe():
+    """Path of the sw-compare binary (built on demand); fails, not skips, when unavailable."""
+    from stridewise.dump import CompareError
+    from stridewise.dump._testing import compare_binary
+
+    try:
+        return compare_binary()
+    except CompareError as e:
+        pytest.fail(f"sw-compare is not available: {e}")
+
+
 @pytest.fixture
 def seed(request):
     """The per-test seed (reproducible from the base seed and the test id)."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,25 +15,11 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "python") not in sys.path:
     sys.path.insert(0, str(ROOT / "python"))
 
-from stridewise.dump import CompareError  # noqa: E402
-from stridewise.dump._testing import SyntheticDump, compare_binary  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def exe():
-    try:
-        return compare_binary()
-    except CompareError as e:
-        pytest.fail(f"sw-compare is not available: {e}")
-
-
-def run(exe, *args):
-    p = subprocess.run([exe, *map(str, args)], capture_output=True, text=True, timeout=120)
-    return p.returncode, p.stdout, p.stderr
+from stridewise.dump._testing import SyntheticDump, run_compare  # noqa: E402
 
 
 def report(exe, a, b, *args):
-    rc, out, err = run(exe, a, b, "--format", "json", *args)
+    rc, out, err = run_compare(exe, a, b, "--format", "json", *args)
     assert rc in (0, 1), f"exit {rc}: {err}"
     return rc, json.loads(out)
 
@@ -238,7 +223,7 @@ def test_first_divergent_op_is_the_planted_one(tmp_path, exe, planted, phase):
     assert (first["op"], first["phase"]) == (op, phase), first
     assert first["inputs_diverged"] is False and any(f.startswith("out#0") for f in first["failing"])
     assert rep["introduced_by"][0]["seq"] == first["seq"]
-    text = run(exe, tmp_path / "a", tmp_path / "b")[1]
+    text = run_compare(exe, tmp_path / "a", tmp_path / "b")[1]
     assert f"first divergent op: step 0 rank 0: op #{first['seq']} {op} call 0 ({phase})" in text
 
 

@@ -15,19 +15,10 @@ if str(ROOT / "python") not in sys.path:
     sys.path.insert(0, str(ROOT / "python"))
 
 import stridewise.dump as swdump  # noqa: E402
-from stridewise.dump import CompareError, compare  # noqa: E402
-from stridewise.dump._testing import compare_binary  # noqa: E402
+from stridewise.dump import compare  # noqa: E402
 
 INDEXING = {"aten::embedding", "aten::index_select", "aten::gather", "aten::index", "aten::scatter_add",
             "aten::index_put", "aten::_index_put_impl_"}
-
-
-@pytest.fixture(scope="module")
-def exe():
-    try:
-        return compare_binary()
-    except CompareError as e:
-        pytest.fail(f"sw-compare is not available: {e}")
 
 
 class Tiny(torch.nn.Module):

@@ -34,11 +34,9 @@
 
 #if defined(__CUDA_ARCH__)
 #define SW_LDG(p) __ldg(p)  // read-only path: self and index never alias out (contract)
-#define SW_UNROLL_LOOP _Pragma("unroll")
 #define SW_HOST_ZERO(arr)
 #else
 #define SW_LDG(p) (*(p))
-#define SW_UNROLL_LOOP
 // Host compilers cannot see that each buf[u] is read only under the predicate that wrote
 // it (-Wmaybe-uninitialized); the device pass keeps the registers uninitialized.
 #define SW_HOST_ZERO(arr) \
@@ -120,7 +118,7 @@ SW_HOST_DEVICE SW_INLINE void elems_thread(const ElemsArgs<IdxT, I, D>& a, I blo
     I o_out[kUnroll] = {}, o_self[kUnroll] = {};
     int64_t v[kUnroll] = {};
     bool live[kUnroll];
-    SW_UNROLL_LOOP
+    SW_UNROLL
     for (int u = 0; u < kUnroll; ++u) {  // all index loads first: kUnroll in flight
       const I i = base + I(u * kThreads) + thread;
       live[u] = i < a.numel;
@@ -133,7 +131,7 @@ SW_HOST_DEVICE SW_INLINE void elems_thread(const ElemsArgs<IdxT, I, D>& a, I blo
     }
     E val[kUnroll];
     SW_HOST_ZERO(val);
-    SW_UNROLL_LOOP
+    SW_UNROLL
     for (int u = 0; u < kUnroll; ++u) {  // then every self load, gated by the bound check
       if (!live[u]) continue;
       if (v[u] >= 0 && v[u] < a.site.size) {
@@ -143,7 +141,7 @@ SW_HOST_DEVICE SW_INLINE void elems_thread(const ElemsArgs<IdxT, I, D>& a, I blo
         if (!bad.any) bad = BadIndex{true, v[u], int64_t(base) + u * kThreads + int64_t(thread)};
       }
     }
-    SW_UNROLL_LOOP
+    SW_UNROLL
     for (int u = 0; u < kUnroll; ++u)
       if (live[u]) out[o_out[u]] = val[u];
   }
@@ -190,12 +188,12 @@ SW_HOST_DEVICE SW_INLINE void rows_thread(const RowsArgs<IdxT, I, D>& a, I block
     const I first = rc.mod * span + lane;
     U buf[kUnroll];
     SW_HOST_ZERO(buf);
-    SW_UNROLL_LOOP
+    SW_UNROLL
     for (int u = 0; u < kUnroll; ++u) {
       const I j = first + I(u) * group;
       if (j < a.row_len) buf[u] = SW_LDG(src + j);
     }
-    SW_UNROLL_LOOP
+    SW_UNROLL
     for (int u = 0; u < kUnroll; ++u) {
       const I j = first + I(u) * group;
       if (j < a.row_len) dst[j] = buf[u];

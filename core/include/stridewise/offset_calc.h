@@ -23,6 +23,13 @@
 #define SW_INLINE inline
 #endif
 
+// `#pragma unroll` on the device pass only: host compilers warn on it (-Wall).
+#if defined(__CUDA_ARCH__)
+#define SW_UNROLL _Pragma("unroll")
+#else
+#define SW_UNROLL
+#endif
+
 namespace stridewise {
 
 template <typename I>
@@ -93,20 +100,14 @@ struct OffsetCalculator {
 
   SW_HOST_DEVICE SW_INLINE Offsets<N, I> get(I linear) const {
     Offsets<N, I> out;
-#if defined(__CUDA_ARCH__)  // device pass only: host compilers warn on it (-Wall)
-#pragma unroll
-#endif
+    SW_UNROLL
     for (int k = 0; k < N; ++k) out.v[k] = 0;
-#if defined(__CUDA_ARCH__)  // device pass only: host compilers warn on it (-Wall)
-#pragma unroll
-#endif
+    SW_UNROLL
     for (int d = 0; d < D; ++d) {
       if (d == rank) break;
       const DivMod<I> qr = sizes[d].divmod(linear);
       linear = qr.div;
-#if defined(__CUDA_ARCH__)  // device pass only: host compilers warn on it (-Wall)
-#pragma unroll
-#endif
+      SW_UNROLL
       for (int k = 0; k < N; ++k) out.v[k] += qr.mod * strides[d][k];
     }
     return out;

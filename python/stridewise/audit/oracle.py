@@ -270,21 +270,27 @@ def _judge_values(spec, built, ref, cand, tol) -> Verdict:
                    mismatch=_mismatch(got, exp, ok, ref))
 
 
-def _outside_changed(t, orig, after) -> int:
-    """Storage elements outside ``t``'s view whose bits changed."""
-    n = orig.numel()
-    if n == 0:
-        return 0
-    covered = torch.zeros(n, dtype=torch.bool)
+def covered(t, n):
+    """Mask over the first ``n`` storage elements: True where ``t``'s view reaches.
+    (Also inlined into the repro scripts, so it uses nothing but torch.)"""
+    mask = torch.zeros(n, dtype=torch.bool)
     if t.numel():
         off = torch.full((), t.storage_offset(), dtype=torch.long)
         for k, (s, st) in enumerate(zip(t.shape, t.stride())):
             shape = [1] * t.dim()
             shape[k] = s
             off = off + (torch.arange(s) * st).reshape(shape)
-        covered[off.reshape(-1)] = True
+        mask[off.reshape(-1)] = True
+    return mask
+
+
+def _outside_changed(t, orig, after) -> int:
+    """Storage elements outside ``t``'s view whose bits changed."""
+    n = orig.numel()
+    if n == 0:
+        return 0
     changed = ~bits_eq(orig, after)
-    return int((changed & ~covered).sum())
+    return int((changed & ~covered(t, n)).sum())
 
 
 def _mismatch(got, exp, ok, ref, k=3):

@@ -8,6 +8,7 @@ PyTorch on CPU gave during the audit (embedded). Exit status 1: the failure repr
 from __future__ import annotations
 
 import datetime
+import inspect
 import os
 import re
 from pathlib import Path
@@ -15,6 +16,8 @@ from pathlib import Path
 import torch
 
 from .gen import DTYPE_NAME, flat_storage, storage_elems
+from .oracle import covered
+from .specs.base import bits
 
 _HELPERS = r'''
 def storage(values, dtype):
@@ -40,36 +43,17 @@ def snapshot(t):
     return t.as_strided((n,), (1,), 0).cpu().clone()
 
 
-def bits(t):
-    t = t.contiguous()
-    if t.is_complex():
-        t = torch.view_as_real(t).contiguous()
-    if t.dtype == torch.bool:
-        return t.view(torch.uint8)
-    return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
-
-
 def same_bits(a, b):
     eq = bits(a) == bits(b)
     return eq.all(-1) if a.is_complex() else eq
 
 
-def covered(t, n):
-    mask = torch.zeros(n, dtype=torch.bool)
-    if t.numel():
-        off = torch.full((), t.storage_offset(), dtype=torch.long)
-        for k, (s, st) in enumerate(zip(t.shape, t.stride())):
-            shape = [1] * t.dim()
-            shape[k] = s
-            off = off + (torch.arange(s) * st).reshape(shape)
-        mask[off.reshape(-1)] = True
-    return mask
-
-
 def sync():
     if DEVICE.type != "cpu":
         getattr(torch, DEVICE.type).synchronize()
-'''
+
+
+''' + "\n\n".join(inspect.getsource(f) for f in (bits, covered))  # the audit's own bits and covered
 
 _CHECK = r'''
 failures = []

@@ -45,6 +45,13 @@ def compare_binary(build_if_missing=True) -> str:
     return exe
 
 
+def run_compare(exe, *args):
+    """Runs sw-compare ``exe`` with ``args`` (each passed through str); returns
+    (exit status, stdout, stderr)."""
+    p = subprocess.run([exe, *map(str, args)], capture_output=True, text=True, timeout=120)
+    return p.returncode, p.stdout, p.stderr
+
+
 class SyntheticDump:
     """Writes DIR/step{N}/rank{R}/ like stridewise.dump does, from numpy arrays.
 

@@ -36,6 +36,46 @@ def _big_dims(shape: Sequence[int]) -> list[int]:
     return [d for d, s in enumerate(shape) if s > 1]
 
 
+def _swapped(shape, a: int, b: int) -> list[int]:
+    """``shape`` with dims ``a`` and ``b`` exchanged."""
+    out = list(shape)
+    out[a], out[b] = out[b], out[a]
+    return out
+
+
+def _random_permuted(shape, rng: random.Random, build: Callable[[list[int]], torch.Tensor]) -> torch.Tensor:
+    """``build(pre).permute(*inv)`` for a random non-identity permutation: ``pre`` holds
+    shape[perm[i]] at i, so the result has ``shape``. Needs ``len(shape) >= 2``."""
+    r = len(shape)
+    perm = list(range(r))
+    while perm == list(range(r)):
+        rng.shuffle(perm)
+    inv = [0] * r
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return build([shape[p] for p in perm]).permute(*inv)
+
+
+def _step_sliced_transpose(shape, make: Make, rng: random.Random,
+                           build_base: Callable[[list[int], int], torch.Tensor]) -> torch.Tensor:
+    """A step slice of a transpose of ``build_base(stepped, b)``, a tensor of shape ``stepped``
+    (``b`` is the dim the step slice runs on before transposing)."""
+    r = len(shape)
+    if r < 2:
+        return step_slice(shape, make, rng)
+    a, b = rng.sample(range(r), 2)
+    swapped = _swapped(shape, a, b)
+    # The step slice runs on dim `a` of the transposed result (= dim b before transposing).
+    stepped = list(swapped)
+    stepped[b] = swapped[b] * 2 + 1
+    base = build_base(stepped, b)
+    sl = [slice(None)] * r
+    sl[b] = slice(1, None, 2)
+    out = base[tuple(sl)].transpose(a, b)
+    assert list(out.shape) == list(shape), (out.shape, shape)
+    return out
+
+
 def contiguous(shape, make: Make, rng: random.Random) -> torch.Tensor:
     return make(list(shape))
 
@@ -59,24 +99,13 @@ def transpose(shape, make: Make, rng: random.Random) -> torch.Tensor:
     if r < 2:
         return step_slice(shape, make, rng)
     a, b = rng.sample(range(r), 2)
-    swapped = list(shape)
-    swapped[a], swapped[b] = swapped[b], swapped[a]
-    return make(swapped).transpose(a, b)
+    return transpose_dims(shape, make, rng, a, b)
 
 
 def permute(shape, make: Make, rng: random.Random) -> torch.Tensor:
-    r = len(shape)
-    if r < 2:
+    if len(shape) < 2:
         return step_slice(shape, make, rng)
-    perm = list(range(r))
-    while r > 1 and perm == list(range(r)):
-        rng.shuffle(perm)
-    # base has shape[perm[i]] at position i; base.permute(inv) has `shape`.
-    base = make([shape[p] for p in perm])
-    inv = [0] * r
-    for i, p in enumerate(perm):
-        inv[p] = i
-    return base.permute(*inv)
+    return _random_permuted(shape, rng, make)
 
 
 def step_slice(shape, make: Make, rng: random.Random) -> torch.Tensor:
@@ -85,52 +114,25 @@ def step_slice(shape, make: Make, rng: random.Random) -> torch.Tensor:
         return offset(shape, make, rng)
     d = rng.randrange(r)
     step = rng.choice([2, 3])
-    big = list(shape)
-    big[d] = shape[d] * step + 1
-    idx = [slice(None)] * r
-    idx[d] = slice(1, None, step)
-    out = make(big)[tuple(idx)]
+    out = step_slice_dim(shape, make, rng, d, step)
     assert list(out.shape) == list(shape)
     return out
 
 
 def offset(shape, make: Make, rng: random.Random) -> torch.Tensor:
-    n = 1
-    for s in shape:
-        n *= s
-    k = rng.randrange(1, 8)
-    flat = make([n + k])
-    return flat[k:].view(*shape) if shape else flat[k]
+    return _offset_make(make, shape, rng.randrange(1, 8))
 
 
 def compound(shape, make: Make, rng: random.Random) -> torch.Tensor:
     """A step slice of a transpose of an expand, at a storage offset."""
-    r = len(shape)
-    if r < 2:
-        return step_slice(shape, make, rng)
-    a, b = rng.sample(range(r), 2)
-    swapped = list(shape)
-    swapped[a], swapped[b] = swapped[b], swapped[a]
-    # The step slice runs on dim `a` of the transposed result (= dim b before transposing).
-    stepped = list(swapped)
-    stepped[b] = swapped[b] * 2 + 1
-    e = rng.choice([d for d in range(r) if d != b])
 
-    def make_expanded(s):
+    def make_expanded(s, b):
+        e = rng.choice([d for d in range(len(s)) if d != b])
         small = list(s)
         small[e] = 1
-        n = 1
-        for x in small:
-            n *= x
-        base = make([n + 3])[3:].view(*small)  # storage offset 3
-        return base.expand(*s)
+        return _offset_make(make, small, 3).expand(*s)  # storage offset 3
 
-    base = make_expanded(stepped)
-    sl = [slice(None)] * r
-    sl[b] = slice(1, None, 2)
-    out = base[tuple(sl)].transpose(a, b)
-    assert list(out.shape) == list(shape), (out.shape, shape)
-    return out
+    return _step_sliced_transpose(shape, make, rng, make_expanded)
 
 
 GENERATORS = {
@@ -186,40 +188,18 @@ WRITABLE_LAYOUTS = (
 
 def compound_writable(shape, make: Make, rng: random.Random) -> torch.Tensor:
     """A step slice of a transpose of a permute, at a storage offset; never aliases."""
-    r = len(shape)
-    if r < 2:
-        return step_slice(shape, make, rng)
-    a, b = rng.sample(range(r), 2)
-    swapped = list(shape)
-    swapped[a], swapped[b] = swapped[b], swapped[a]
-    stepped = list(swapped)
-    stepped[b] = swapped[b] * 2 + 1
 
-    def make_permuted(s):
+    def make_permuted(s, b):
         return permute(s, lambda s2: _offset_make(make, s2, 5), rng)
 
-    base = make_permuted(stepped)
-    sl = [slice(None)] * r
-    sl[b] = slice(1, None, 2)
-    out = base[tuple(sl)].transpose(a, b)
-    assert list(out.shape) == list(shape), (out.shape, shape)
-    return out
+    return _step_sliced_transpose(shape, make, rng, make_permuted)
 
 
 def deep_compound(shape, make: Make, rng: random.Random) -> torch.Tensor:
     """permute(step_slice(transpose(expand(base at offset)))): every trick at once."""
-    r = len(shape)
-    if r < 3:
+    if len(shape) < 3:
         return compound(shape, make, rng)
-    perm = list(range(r))
-    while perm == list(range(r)):
-        rng.shuffle(perm)
-    inv = [0] * r
-    for i, p in enumerate(perm):
-        inv[p] = i
-    # t.permute(inv) has `shape` when t has shape[perm[i]] at i.
-    pre = [shape[p] for p in perm]
-    return compound(pre, make, rng).permute(*inv)
+    return _random_permuted(shape, rng, lambda pre: compound(pre, make, rng))
 
 
 def _offset_make(make: Make, shape, k: int) -> torch.Tensor:
@@ -242,9 +222,7 @@ def expand_dims(shape, make: Make, rng: random.Random, dims=None) -> torch.Tenso
 def transpose_dims(shape, make: Make, rng: random.Random, a=0, b=1) -> torch.Tensor:
     r = len(shape)
     a, b = a % r, b % r
-    swapped = list(shape)
-    swapped[a], swapped[b] = swapped[b], swapped[a]
-    return make(swapped).transpose(a, b)
+    return make(_swapped(shape, a, b)).transpose(a, b)
 
 
 def step_slice_dim(shape, make: Make, rng: random.Random, d=0, step=2) -> torch.Tensor:

@@ -53,33 +53,61 @@ struct F16Traits {
 struct BF16Traits : F16Traits {
   static double value(raw r) { return bf16_to_double(r); }
 };
-struct F32Traits {
-  using raw = uint32_t;
+// IEEE float / double stored as its bits Raw; Signed is the signed integer of the same width.
+template <class Raw, class Float, class Signed>
+struct IeeeTraits {
+  static_assert(sizeof(Raw) == sizeof(Float) && sizeof(Signed) == sizeof(Float));
+  using raw = Raw;
   static constexpr bool is_float = true;
   static double value(raw r) {
-    float f;
-    std::memcpy(&f, &r, 4);
+    Float f;
+    std::memcpy(&f, &r, sizeof(Float));
     return f;
   }
   static uint64_t ulp(raw x, raw y) {
-    return udiff(ordinal(static_cast<int32_t>(x)), ordinal(static_cast<int32_t>(y)));
+    return udiff(ordinal(static_cast<Signed>(x)), ordinal(static_cast<Signed>(y)));
   }
 };
-struct F64Traits {
-  using raw = uint64_t;
-  static constexpr bool is_float = true;
-  static double value(raw r) {
-    double f;
-    std::memcpy(&f, &r, 8);
-    return f;
-  }
-  static uint64_t ulp(raw x, raw y) {
-    return udiff(ordinal(static_cast<int64_t>(x)), ordinal(static_cast<int64_t>(y)));
-  }
-};
+using F32Traits = IeeeTraits<uint32_t, float, int32_t>;
+using F64Traits = IeeeTraits<uint64_t, double, int64_t>;
 // Values already converted to double, dtypes differ: no ULP, no bitwise equality.
 struct MixedTraits : F64Traits {
   static uint64_t ulp(raw, raw) { return 0; }
 };
+
+// Calls f(Traits{}) with the element traits of dtype t and returns its result (a value-initialized
+// result for a DType outside the enumeration).
+template <class F>
+auto with_traits(DType t, F&& f) {
+  switch (t) {
+    case DType::Bool:
+      return f(BoolTraits{});
+    case DType::U8:
+      return f(IntTraits<uint8_t, uint8_t>{});
+    case DType::I8:
+      return f(IntTraits<uint8_t, int8_t>{});
+    case DType::U16:
+      return f(IntTraits<uint16_t, uint16_t>{});
+    case DType::I16:
+      return f(IntTraits<uint16_t, int16_t>{});
+    case DType::U32:
+      return f(IntTraits<uint32_t, uint32_t>{});
+    case DType::I32:
+      return f(IntTraits<uint32_t, int32_t>{});
+    case DType::U64:
+      return f(IntTraits<uint64_t, uint64_t>{});
+    case DType::I64:
+      return f(IntTraits<uint64_t, int64_t>{});
+    case DType::F16:
+      return f(F16Traits{});
+    case DType::BF16:
+      return f(BF16Traits{});
+    case DType::F32:
+      return f(F32Traits{});
+    case DType::F64:
+      return f(F64Traits{});
+  }
+  return decltype(f(BoolTraits{}))();
+}
 
 }  // namespace swc::detail

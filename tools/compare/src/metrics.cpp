@@ -258,34 +258,7 @@ void conv(const void* src, uint64_t n, double* dst) {
 }
 
 void to_double(DType t, const void* src, uint64_t n, double* dst) {
-  switch (t) {
-    case DType::Bool:
-      return conv<BoolTraits>(src, n, dst);
-    case DType::U8:
-      return conv<IntTraits<uint8_t, uint8_t>>(src, n, dst);
-    case DType::I8:
-      return conv<IntTraits<uint8_t, int8_t>>(src, n, dst);
-    case DType::U16:
-      return conv<IntTraits<uint16_t, uint16_t>>(src, n, dst);
-    case DType::I16:
-      return conv<IntTraits<uint16_t, int16_t>>(src, n, dst);
-    case DType::U32:
-      return conv<IntTraits<uint32_t, uint32_t>>(src, n, dst);
-    case DType::I32:
-      return conv<IntTraits<uint32_t, int32_t>>(src, n, dst);
-    case DType::U64:
-      return conv<IntTraits<uint64_t, uint64_t>>(src, n, dst);
-    case DType::I64:
-      return conv<IntTraits<uint64_t, int64_t>>(src, n, dst);
-    case DType::F16:
-      return conv<F16Traits>(src, n, dst);
-    case DType::BF16:
-      return conv<BF16Traits>(src, n, dst);
-    case DType::F32:
-      return conv<F32Traits>(src, n, dst);
-    case DType::F64:
-      return conv<F64Traits>(src, n, dst);
-  }
+  with_traits(t, [&](auto tr) { conv<decltype(tr)>(src, n, dst); });
 }
 
 }  // namespace
@@ -301,65 +274,14 @@ void accumulate(DType ta, const void* a, DType tb, const void* b, uint64_t n, ui
                          *out);
     return;
   }
-  switch (ta) {
-    case DType::Bool:
-      return run_same<BoolTraits>(a, b, n, base, tiny, tol, out);
-    case DType::U8:
-      return run_same<IntTraits<uint8_t, uint8_t>>(a, b, n, base, tiny, tol, out);
-    case DType::I8:
-      return run_same<IntTraits<uint8_t, int8_t>>(a, b, n, base, tiny, tol, out);
-    case DType::U16:
-      return run_same<IntTraits<uint16_t, uint16_t>>(a, b, n, base, tiny, tol, out);
-    case DType::I16:
-      return run_same<IntTraits<uint16_t, int16_t>>(a, b, n, base, tiny, tol, out);
-    case DType::U32:
-      return run_same<IntTraits<uint32_t, uint32_t>>(a, b, n, base, tiny, tol, out);
-    case DType::I32:
-      return run_same<IntTraits<uint32_t, int32_t>>(a, b, n, base, tiny, tol, out);
-    case DType::U64:
-      return run_same<IntTraits<uint64_t, uint64_t>>(a, b, n, base, tiny, tol, out);
-    case DType::I64:
-      return run_same<IntTraits<uint64_t, int64_t>>(a, b, n, base, tiny, tol, out);
-    case DType::F16:
-      return run_same<F16Traits>(a, b, n, base, tiny, tol, out);
-    case DType::BF16:
-      return run_same<BF16Traits>(a, b, n, base, tiny, tol, out);
-    case DType::F32:
-      return run_same<F32Traits>(a, b, n, base, tiny, tol, out);
-    case DType::F64:
-      return run_same<F64Traits>(a, b, n, base, tiny, tol, out);
-  }
+  with_traits(ta, [&](auto tr) { run_same<decltype(tr)>(a, b, n, base, tiny, tol, out); });
 }
 
 uint64_t ulp_distance(DType t, uint64_t x, uint64_t y) {
-  switch (t) {
-    case DType::Bool:
-      return BoolTraits::ulp(uint8_t(x), uint8_t(y));
-    case DType::U8:
-      return IntTraits<uint8_t, uint8_t>::ulp(uint8_t(x), uint8_t(y));
-    case DType::I8:
-      return IntTraits<uint8_t, int8_t>::ulp(uint8_t(x), uint8_t(y));
-    case DType::U16:
-      return IntTraits<uint16_t, uint16_t>::ulp(uint16_t(x), uint16_t(y));
-    case DType::I16:
-      return IntTraits<uint16_t, int16_t>::ulp(uint16_t(x), uint16_t(y));
-    case DType::U32:
-      return IntTraits<uint32_t, uint32_t>::ulp(uint32_t(x), uint32_t(y));
-    case DType::I32:
-      return IntTraits<uint32_t, int32_t>::ulp(uint32_t(x), uint32_t(y));
-    case DType::U64:
-      return IntTraits<uint64_t, uint64_t>::ulp(x, y);
-    case DType::I64:
-      return IntTraits<uint64_t, int64_t>::ulp(x, y);
-    case DType::F16:
-    case DType::BF16:
-      return F16Traits::ulp(uint16_t(x), uint16_t(y));
-    case DType::F32:
-      return F32Traits::ulp(uint32_t(x), uint32_t(y));
-    case DType::F64:
-      return F64Traits::ulp(x, y);
-  }
-  return 0;
+  return with_traits(t, [&](auto tr) -> uint64_t {
+    using Tr = decltype(tr);
+    return Tr::ulp(static_cast<typename Tr::raw>(x), static_cast<typename Tr::raw>(y));
+  });
 }
 
 Metrics finalize(const Partial& p, bool same_dtype) {

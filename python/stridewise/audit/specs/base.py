@@ -106,7 +106,8 @@ def pbool(v) -> bool:
 
 
 def bits(t):
-    """An integer view of ``t`` where equality means bitwise equality (complex: last dim 2)."""
+    """An integer view of ``t`` where equality means bitwise equality (complex: last dim 2).
+    (Also inlined into the repro scripts, so it uses nothing but torch.)"""
     import torch
 
     t = t.contiguous()
