@@ -141,6 +141,62 @@ def test_planted_32bit_overflow_is_caught_by_the_large_probe(tmp_path, device):
     assert all(f["kind"] == "large" for f in rep["failures"]), why(rep)
 
 
+TRUNC_TEXT = "out-of-range check done on a truncated 32-bit index (the value wraps into range)"
+
+
+def test_planted_int32_truncation_is_diagnosed_as_such(tmp_path):
+    """truncate32 casts index values to int32 before the bounds check (2**32+1 -> 1): only the
+    oobbig cases (int64 indices >= 2**32) fail, as missing errors, and the diagnosis names the
+    truncation instead of a rank limit. Native ATen on CPU passes those same cases."""
+    ops = ("index_select", "gather")
+    rc, rep, _ = audit(tmp_path, "--ops", ",".join(ops), "--matrix", "quick",
+                       "--backend", planted("truncate32"))
+    assert rc == 1 and rep["summary"]["failed"] > 0 and rep["summary"]["error"] == 0, why(rep)
+    assert {f["op"] for f in rep["failures"]} == set(ops), why(rep)
+    assert all("/i64/oobbig/" in f["id"] and f["reason"] == "missing-error"
+               for f in rep["failures"]), why(rep)
+    oobbig = [cid for cid, _ in rep["cases"] if "/oobbig/" in cid]
+    assert {cid for cid, st in rep["cases"] if st != "pass"} == {f["id"] for f in rep["failures"]}
+    for d in [*rep["diagnosis"], *(rep["ops"][op]["diagnosis"][0] for op in ops)]:
+        assert d["predicate"] == "idx.ge32", why(rep)
+        assert d["text"].startswith("fails only with index values >= 2**32 (e.g. 42949672"), why(rep)
+        assert d["text"].endswith(TRUNC_TEXT) and "rank" not in d["text"], why(rep)
+        assert d["failing"] == d["explained"] == d["covered"], why(rep)
+    rc, nat, _ = audit(tmp_path, *[a for cid in oobbig for a in ("--case", cid)])
+    assert rc == 0 and nat["summary"]["pass"] == len(oobbig) > 0, why(nat)
+
+
+def test_diagnosis_prefers_a_precise_predicate_over_one_that_merely_covers_every_failure():
+    """The H200 report: index_select & co. raise no error for index values >= 2**32 (rank-3
+    oobbig cases), plus one unrelated failure elsewhere. "from rank 2 up" holds for every
+    failure but for thousands of passing cases; "index values >= 2**32" misses one failure and
+    holds for no passing case: the latter must win (and say that one failure is outside it)."""
+    from stridewise.audit import diagnose
+    from stridewise.audit.oracle import Verdict
+
+    def res(rank, kind, status="pass", reason=""):
+        big = kind == "oobbig"
+        f = {"rank": rank, "kind": kind, "variant": "func", "dtype": "float32", "idx_dtype": "i64",
+             "idx.stride0": False, "idx.noncontig": False, "idx.offset": False, "idx.neg": False,
+             "idx.huge": big, "idx.ge32": big, "bad_index": big, "expects_error": big}
+        if big:
+            f["idx.big"] = 2**32 + 1 + rank
+        return types.SimpleNamespace(features=f, verdict=Verdict(status, reason, ""))
+
+    rs = [res(r, "rand") for r in (0, 1) for _ in range(300)]
+    rs += [res(r, k) for r in (2, 3, 6) for k in ("rand", "dup", "wide") for _ in range(900)]
+    rs += [res(3, "oobbig", "bad-error", "missing-error") for _ in range(36)]
+    rs.append(res(6, "dup", "bad-error", "spurious-error"))  # a stray failure
+    d = diagnose.diagnose("index_select", rs)[0]
+    assert d.predicate == "idx.ge32", d.text
+    assert d.text.startswith("fails mostly with index values >= 2**32 (e.g. 4294967300) "
+                             "(36 of 36 such cases, all of them; 1 other failing case outside it)"), d.text
+    assert d.text.endswith(TRUNC_TEXT) and (d.failing, d.explained) == (37, 36), d
+    # with no stray failure: the same predicate, exact (and "only")
+    d = diagnose.diagnose("index_select", rs[:-1])[0]
+    assert d.predicate == "idx.ge32" and d.text.startswith("fails only with"), d.text
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_correct_python_kernels_pass(tmp_path, device):
     """The planted engine without a fault passes: failures above come from the faults."""

@@ -13,6 +13,8 @@ for exactly one planted fault, and misbehave the way a real kernel would:
   neg_nowrap      negative indices are not wrapped (take): memory before self is read
   skip_oob        out-of-range indices are silently skipped (no error)
   overflow32      element offsets are computed in 32 bits (wrap above 2**31 elements)
+  truncate32      index values are cast to int32 before the bounds check and the truncated
+                  value is used (2**32+1 becomes 1: accepted, reads row 1)
   rank_limit      only the first 5 dims are walked: coordinates of dims >= 5 are ignored
   writes_input    functional scatter_add updates (and returns) its input instead of a copy
   out_ignored     gather.out computes into a fresh tensor and returns it; out is not written
@@ -33,7 +35,7 @@ import torch
 from . import _engine as E
 
 KINDS = ("flat_index", "offset_ignored", "out_strides", "neg_nowrap", "skip_oob", "overflow32",
-         "rank_limit", "writes_input", "out_ignored", "lossy_accum", "none")
+         "truncate32", "rank_limit", "writes_input", "out_ignored", "lossy_accum", "none")
 OPS = ("gather", "scatter_add", "index_select", "take")
 _lib = None
 _kind = None

@@ -123,6 +123,8 @@ def _no_overlap(t: torch.Tensor, what="out"):
 
 def _bad(v, n, op, dim, wrap=False):
     """(values after wrapping, mask of valid positions); raises unless skip_oob."""
+    if FAULT == "truncate32":  # int32 index math: cast before the bounds check, use the result
+        v = _wrap32(v)  # (int32)v: 2**32+1 becomes 1 and passes the check
     if wrap and FAULT != "neg_nowrap":
         v = torch.where(v < 0, v + n, v)
     lo = -n if (wrap and FAULT == "neg_nowrap") else 0

@@ -1,10 +1,13 @@
 """Diagnosis from the failure pattern.
 
 Each case gets features (which operand has a stride-0 dim, a storage offset, is non-contiguous;
-rank, dtype, index kind, variant, parameters...). For an op's failures we look for the
-predicates that hold for *every* failing case and prefer the one that holds for the fewest
-cases overall (the most specific explanation); conjunctions of two predicates are tried too.
-"fails only when X (k of n such cases fail, none of the others)" plus what X usually means.
+rank, dtype, index kind, variant, parameters...). For an op's failures we score each
+predicate by the passing cases it holds for plus twice the failing cases it leaves out (at most
+10% of them may be left out) and report the cheapest: with no exceptions that is the one that
+holds for the fewest cases (the most specific explanation), and a precise predicate with a stray
+exception beats a vague one that happens to hold for every failure. Conjunctions of two
+predicates are tried too. "fails only when X (k of n such cases fail, none of the others)" plus
+what X usually means ("fails mostly when X (...; j other failing cases outside it)").
 """
 from __future__ import annotations
 
@@ -33,10 +36,17 @@ def features(spec, built, ref) -> dict:
         f[f"layout:{name}"] = case.layout_of(name)
         if name == "self" and ts:
             elem = ts[0].element_size()
-        if name in spec.index_operands:
-            ints = [t for t in ts if t.dtype != torch.bool and t.numel()]
-            f["idx.neg"] = any(bool((t < 0).any()) for t in ints)
-            f["idx.huge"] = any(bool((t.abs() >= 2**31).any()) for t in ints)
+        if name in spec.index_operands:  # or-ed over every index operand
+            # in int64: an int32 tensor compared with 2**31 would wrap the bound
+            ints = [t.to(torch.int64).abs() for t in ts if t.dtype != torch.bool and t.numel()]
+            f["idx.neg"] = f.get("idx.neg", False) or any(
+                bool((t < 0).any()) for t in ts if t.dtype != torch.bool and t.numel())
+            f["idx.huge"] = f.get("idx.huge", False) or any(bool((t >= 2**31).any()) for t in ints)
+            big = [int(t[t >= 2**32].min()) for t in ints if bool((t >= 2**32).any())]
+            if big:  # a value 32-bit truncation may wrap into range (smallest one, for the text)
+                f["idx.ge32"] = True
+                f["idx.big"] = min(big + ([f["idx.big"]] if f.get("idx.big") else []))
+            f.setdefault("idx.ge32", False)
     f["elem_size"] = elem
     f["bad_index"] = case.kind in ("oob", "oobneg", "oobbig") or (
         case.kind == "neg" and ref.error is not None)
@@ -79,6 +89,7 @@ def predicates(results) -> list:
         ps.append(Pred(f"rank>={m}", lambda f, m=m: f.get("rank", 0) >= m, f"from rank {m} up", 15))
     ps.append(Pred("idx.neg", lambda f: f.get("idx.neg"), "the index has negative values", 14))
     ps.append(Pred("idx.huge", lambda f: f.get("idx.huge"), "an index value is >= 2**31", 14))
+    ps.append(Pred("idx.ge32", lambda f: f.get("idx.ge32"), "with index values >= 2**32{eg}", 13))
     ps.append(Pred("bad_index", lambda f: f.get("bad_index"), "an index is out of range", 16))
     ps.append(Pred("expects_error", lambda f: f.get("expects_error"),
                    "native PyTorch raises an error", 30))
@@ -107,7 +118,8 @@ def _phrase(key, v):
     return {
         "kind": {"dup": "indices repeat", "neg": "indices are negative", "empty": "a dim is 0",
                  "wide": "inner dims are wide (16..48)", "oob": "an index equals/exceeds the size",
-                 "oobneg": "an index is below -size", "oobbig": "an index is >= 2**32",
+                 "oobneg": "an index is below -size",
+                 "oobbig": "an index is huge (2**32+k; 2**31-1 for int32 indices)",
                  "rand": "indices are plain random", "large": "above 2**31 elements"}.get(v, v),
         "variant": f"in the {v} variant",
         "dtype": f"for dtype {v}",
@@ -125,11 +137,16 @@ class Diagnosis:
     covered: int
     statuses: dict = field(default_factory=dict)
     alternatives: list = field(default_factory=list)
+    explained: int = -1  # failing cases the predicate holds for (-1: all of them)
+
+    def __post_init__(self):
+        if self.explained < 0:
+            self.explained = self.failing
 
     def to_json(self):
         return {"scope": self.scope, "text": self.text, "predicate": self.predicate,
-                "failing": self.failing, "covered": self.covered, "statuses": self.statuses,
-                "alternatives": self.alternatives}
+                "failing": self.failing, "explained": self.explained, "covered": self.covered,
+                "statuses": self.statuses, "alternatives": self.alternatives}
 
 
 def _explain(key: str, fails, considered) -> str:
@@ -164,14 +181,17 @@ def _explain(key: str, fails, considered) -> str:
                       for r in considered)
         return ("negative indices not wrapped" if wrapped
                 else "negative indices accepted instead of rejected")
+    if base in ("idx.ge32", "idx.huge"):
+        if reasons <= {"missing-error"}:
+            return ("out-of-range check done on a truncated 32-bit index (the value wraps into "
+                    "range)")
+        return "index values truncated to 32 bits"
     if base in ("bad_index", "kind=oob", "kind=oobneg", "kind=oobbig", "expects_error"):
         if reasons <= {"missing-error"}:
             return "out-of-range index silently ignored: no error raised"
         if st <= {"crash"}:
             return "an out-of-range index crashes the process instead of raising an error"
         return "out-of-range indices are not rejected"
-    if base == "idx.huge":
-        return "index values truncated to 32 bits"
     if base in ("large", "kind=large"):
         return "wrong above 2**31 elements: 32-bit offset/index arithmetic overflows"
     if base == "kind=dup":
@@ -201,26 +221,64 @@ def _by_reason(reasons) -> str:
     return ""
 
 
+EXCEPTION_WEIGHT = 2  # a failure left outside costs as much as two passing cases inside
+MAX_EXCEPTIONS = 0.1  # a predicate may leave at most this share of the failures unexplained
+
+
+@dataclass
+class Cand:
+    """A candidate explanation: a predicate (or a pair) and how well it separates the failures.
+
+    cost = passing cases it covers + EXCEPTION_WEIGHT * failing cases outside it; the ranking is
+    (cost, prio). With no exceptions that is the old rule (fewest cases covered), and a
+    predicate that leaves a stray failure or two outside but is far more precise wins over a
+    vague one that happens to hold for every failure (e.g. "from rank 2 up")."""
+    cost: int
+    prio: int
+    pred: object  # Pred | (Pred, Pred)
+    cov: set  # ids of the considered cases it holds for
+    hit: int  # failing cases it holds for
+    miss: int  # failing cases it does not hold for (exceptions)
+
+    @property
+    def n(self) -> int:
+        return len(self.cov)
+
+    @property
+    def key(self):
+        return (self.cost, self.prio)
+
+
+def _cand(pred, prio, cid, fail_ids, allowed):
+    hit = len(fail_ids & cid)
+    miss = len(fail_ids) - hit
+    if not hit or miss > allowed:
+        return None
+    return Cand(len(cid) - hit + EXCEPTION_WEIGHT * miss, prio, pred, cid, hit, miss)
+
+
 def _best(fails, considered, preds):
     fail_ids = {id(r) for r in fails}
-    full = []
+    allowed = int(MAX_EXCEPTIONS * len(fail_ids))
+    single = []
     for p in preds:
-        cov = [r for r in considered if p(r.features)]
-        cid = {id(r) for r in cov}
-        if fail_ids <= cid:
-            full.append((len(cov), p.prio, p, cid))
-    full.sort(key=lambda x: (x[0], x[1]))
+        c = _cand(p, p.prio, {id(r) for r in considered if p(r.features)}, fail_ids, allowed)
+        if c is not None:
+            single.append(c)
+    single.sort(key=lambda c: c.key)
     pairs = []
     # conjunctions: only of informative predicates, and only when they cut the cover by >= 20%
-    top = [x for x in full[:14] if x[0] <= 0.85 * len(considered)]
-    best = full[0][0] if full else 0
+    top = [c for c in single[:14] if c.n <= 0.85 * len(considered)]
+    best = single[0].n if single else 0
     for i in range(len(top)):
         for j in range(i + 1, len(top)):
-            ci = top[i][3] & top[j][3]
-            if len(ci) <= 0.8 * best and fail_ids <= ci:
-                pairs.append((len(ci), top[i][2].prio + top[j][2].prio + 5, (top[i][2], top[j][2]), ci))
-    allc = sorted(full + pairs, key=lambda x: (x[0], x[1]))
-    return allc
+            ci = top[i].cov & top[j].cov
+            if len(ci) <= 0.8 * best:
+                c = _cand((top[i].pred, top[j].pred), top[i].pred.prio + top[j].pred.prio + 5,
+                          ci, fail_ids, allowed)
+                if c is not None and c.key < single[0].key:
+                    pairs.append(c)
+    return sorted(single + pairs, key=lambda c: c.key)
 
 
 def diagnose(scope: str, results) -> list:
@@ -251,28 +309,38 @@ def _diagnose_group(scope, group, considered, preds, label):
     statuses: dict = {}
     for r in group:
         statuses[r.verdict.status] = statuses.get(r.verdict.status, 0) + 1
-    if not ranked or ranked[0][0] == len(considered):
+    if not ranked or (ranked[0].n == len(considered) and not ranked[0].miss):
         if len(group) == len(considered):
             return Diagnosis(scope, f"{verb} on every case: {_explain('always', group, considered)}",
                              "always", len(group), len(considered), statuses)
         return Diagnosis(scope, f"{verb} in {len(group)} of {len(considered)} cases with no single "
                          "feature in common (see the failing cases)", "none", len(group),
                          len(considered), statuses)
-    n, _, p, cov = ranked[0]
-    key, phrase = _key_phrase(p)
-    expl = _explain(key, group, considered)
-    others = n - len(group)
+    c = ranked[0]
+    key, phrase = _key_phrase(c.pred, group)
+    inside = [r for r in group if id(r) in c.cov]
+    expl = _explain(key, inside, considered)
+    others = c.n - c.hit
     conn = "" if phrase.startswith(("above", "in the", "for ", "with ", "from ")) else "when "
-    text = (f"{verb} only {conn}{phrase} ({len(group)} of {n} such cases"
-            + (f"; the other {others} pass" if others else ", all of them") + ")"
+    text = (f"{verb} {'mostly' if c.miss else 'only'} {conn}{phrase} ({c.hit} of {c.n} such cases"
+            + (f"; the other {others} pass" if others else ", all of them")
+            + (f"; {c.miss} other failing case{'s' if c.miss > 1 else ''} outside it"
+               if c.miss else "") + ")"
             + (f": {expl}" if expl else ""))
-    alts = [(_key_phrase(x[2])[1], x[0]) for x in ranked[1:]
-            if x[0] <= 0.85 * len(considered)][:3]
-    return Diagnosis(scope, text, key, len(group), n, statuses,
-                     [f"{ph} ({c} cases)" for ph, c in alts])
+    alts = [(_key_phrase(x.pred, group)[1], x.n, x.miss) for x in ranked[1:]
+            if x.n <= 0.85 * len(considered)][:3]
+    return Diagnosis(scope, text, key, len(group), c.n, statuses,
+                     [f"{ph} ({n} cases" + (f", {m} failing outside" if m else "") + ")"
+                      for ph, n, m in alts], c.hit)
 
 
-def _key_phrase(p):
+def _key_phrase(p, group=()):
     if isinstance(p, tuple):
-        return "&".join(x.key for x in p), " and ".join(x.phrase for x in p)
-    return p.key, p.phrase
+        parts = [_key_phrase(x, group) for x in p]
+        return "&".join(k for k, _ in parts), " and ".join(ph for _, ph in parts)
+    phrase = p.phrase
+    if "{eg}" in phrase:
+        egs = [r.features.get("idx.big") for r in group if r.features.get("idx.big")]
+        phrase = phrase.replace("{eg}", f" (e.g. {min(egs)})" if egs else "")
+    return p.key, phrase
+
