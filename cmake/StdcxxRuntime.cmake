@@ -1,12 +1,15 @@
 # sw_use_shared_stdcxx(TARGET): make sure TARGET (a shared library loaded into python) takes
 # every C++ runtime symbol from the process's shared libstdc++.so.6.
 #
-# Why: devtoolset-style GCC installs (manylinux, and the GPU image's /opt/gcc) ship
-# libstdc++.so as a linker script `INPUT(libstdc++.so.6 -lstdc++_nonshared)`. The archive then
-# copies newer parts of the runtime (locale facets, new-ABI iostreams) into the .so, where they
-# mix with the interpreter's libstdc++ at run time. Seen on the H200 image, 2026-11-29:
-# formatting an integer into a TORCH_CHECK message segfaulted in
-# std::basic_ostream::_M_insert<long> defined inside libstridewise_torch.so.
+# Why: some GCC installs have no shared libstdc++ to link against, so -lstdc++ takes the
+# static archive and copies parts of the runtime (locale facets, iostreams) into the .so, where
+# they mix with the interpreter's libstdc++.so.6 at run time. The GPU image's /opt/gcc (the
+# default CXX there) is one: `g++ -print-file-name=libstdc++.so` finds nothing, only
+# libstdc++.a, and its specs add -Bsymbolic for shared objects, so our calls bind to those
+# copies. Seen 2026-11-29: formatting an integer into a TORCH_CHECK message segfaulted in
+# std::basic_ostream::_M_insert<long> defined inside libstridewise_torch.so. Devtoolset-style
+# installs (manylinux) do the same through a linker script `INPUT(libstdc++.so.6
+# -lstdc++_nonshared)`.
 # Remedy: link the runtime's own libstdc++.so.6 (the one `python3 -c 'import torch'` maps)
 # ahead of the compiler's default -lstdc++, so no archive member is needed. A post-build check
 # fails the build if runtime internals still ended up in the library.
@@ -15,7 +18,9 @@ function(sw_use_shared_stdcxx target)
     COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libstdc++.so
     OUTPUT_VARIABLE _link_stdcxx OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
   set(_script OFF)
-  if(EXISTS "${_link_stdcxx}")
+  if(NOT IS_ABSOLUTE "${_link_stdcxx}" OR NOT EXISTS "${_link_stdcxx}")
+    set(_script ON)  # no shared libstdc++ at all: -lstdc++ would take libstdc++.a
+  else()
     file(READ "${_link_stdcxx}" _head LIMIT 4096 HEX)
     # A linker script is text starting with "/* " or "INPUT"/"GROUP"; an ELF starts 7f454c46.
     if(NOT _head MATCHES "^7f454c46")
@@ -28,11 +33,12 @@ function(sw_use_shared_stdcxx target)
         "import torch\nfor l in open('/proc/self/maps'):\n    if 'libstdc++.so' in l:\n        print(l.split()[-1]); break"
       OUTPUT_VARIABLE _runtime_stdcxx OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
     if(EXISTS "${_runtime_stdcxx}")
-      message(STATUS "stridewise: ${_link_stdcxx} is a linker script; linking ${_runtime_stdcxx} first")
+      message(STATUS "stridewise: no plain shared libstdc++ to link ('${_link_stdcxx}'); "
+                     "linking ${_runtime_stdcxx} first")
       target_link_libraries(${target} PRIVATE "${_runtime_stdcxx}")
     else()
-      message(WARNING "stridewise: ${_link_stdcxx} is a linker script and the runtime libstdc++ "
-                      "was not found; C++ runtime parts may be copied into ${target}")
+      message(WARNING "stridewise: no plain shared libstdc++ to link ('${_link_stdcxx}') and the "
+                      "runtime libstdc++ was not found; C++ runtime parts may be copied into ${target}")
     endif()
   endif()
   find_program(SW_NM nm)
