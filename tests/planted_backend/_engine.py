@@ -138,6 +138,13 @@ def _bad(v, n, op, dim, wrap=False):
     return v, None
 
 
+def _read_index(index, lin, cs, n, op, dim, wrap=False):
+    """Index values at positions `lin` (coordinates `cs`) of `index`, checked by _bad. The
+    flat_index fault reads them as if `index` were contiguous, as the seed's kernel did."""
+    ioff = index.storage_offset() + lin if FAULT == "flat_index" else _offs(index, cs)
+    return _bad(read(index, ioff).to(torch.int64), n, op, dim, wrap=wrap)
+
+
 def _iter(numel):
     for s in range(0, numel, CHUNK):
         yield s, min(numel, s + CHUNK)
@@ -185,8 +192,7 @@ def _gather_into(self, dim, index, out):
     for s, e in _iter(index.numel()):
         lin = _lin(s, e, index.device)
         cs = _cs(index, lin)
-        ioff = index.storage_offset() + lin if FAULT == "flat_index" else _offs(index, cs)
-        v, ok = _bad(read(index, ioff).to(torch.int64), n, "gather", dim)
+        v, ok = _read_index(index, lin, cs, n, "gather", dim)
         cs_self = list(cs)
         cs_self[dim] = v
         soff = _offs(self, cs_self, base=_self_base())
@@ -218,8 +224,7 @@ def _scatter_add_into(target, dim, index, src):
     for s, e in _iter(index.numel()):
         lin = _lin(s, e, index.device)
         cs = _cs(index, lin)
-        ioff = index.storage_offset() + lin if FAULT == "flat_index" else _offs(index, cs)
-        v, ok = _bad(read(index, ioff).to(torch.int64), n, "scatter_add", dim)
+        v, ok = _read_index(index, lin, cs, n, "scatter_add", dim)
         roff = _offs(src, cs)
         cs_t = list(cs)
         cs_t[dim] = v
@@ -316,8 +321,7 @@ def _take_into(self, index, out):
     for s, e in _iter(index.numel()):
         lin = _lin(s, e, index.device)
         cs = _cs(index, lin)
-        ioff = index.storage_offset() + lin if FAULT == "flat_index" else _offs(index, cs)
-        v, ok = _bad(read(index, ioff).to(torch.int64), n, "take", 0, wrap=True)
+        v, ok = _read_index(index, lin, cs, n, "take", 0, wrap=True)
         if self.dim():
             soff = _offs(self, coords(v, list(self.shape)), base=_self_base())
             if FAULT == "neg_nowrap":  # a negative linear index walks backwards from the start
