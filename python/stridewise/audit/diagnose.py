@@ -204,21 +204,34 @@ def _explain(key: str, fails, considered) -> str:
         return "the kernel is wrong regardless of layout"
     if base == "floating":
         return "floating-point results differ beyond the accumulation tolerance (precision lost)"
-    return _by_reason(reasons)
+    return _by_reason(fails)
 
 
-def _by_reason(reasons) -> str:
-    if reasons == {"input-modified"}:
-        return "an input is modified (the out-of-place form writes into its input)"
-    if reasons == {"outside-view-written"}:
-        return "writes land outside the written view (its strides or offset are ignored)"
-    if reasons == {"missing-error"}:
-        return "no error is raised where native PyTorch raises one"
-    if reasons == {"spurious-error"}:
-        return "raises errors where native PyTorch does not"
-    if reasons == {"not-aliased"}:
-        return "the in-place/out= form does not return its target"
-    return ""
+_REASON_WORDS = {
+    "input-modified": "an input is modified (the out-of-place form writes into its input)",
+    "outside-view-written": "writes land outside the written view (its strides or offset are ignored)",
+    "missing-error": "no error is raised where native PyTorch raises one",
+    "spurious-error": "raises errors where native PyTorch does not",
+    "not-aliased": "the in-place/out= form does not return its target",
+}
+
+
+def _by_reason(fails) -> str:
+    """The failure reason that explains the group, when one dominates (>= 90% of it): a
+    fault rarely shows the same symptom everywhere (writing into an expanded input also
+    races, so a few cases show wrong values instead of a modified input)."""
+    counts: dict = {}
+    for r in fails:
+        counts[r.verdict.reason] = counts.get(r.verdict.reason, 0) + 1
+    if not counts:
+        return ""
+    top, n = max(counts.items(), key=lambda kv: kv[1])
+    if top not in _REASON_WORDS or n < 0.9 * len(fails):
+        return ""
+    rest = len(fails) - n
+    return _REASON_WORDS[top] + (f" ({rest} other failing case{'s' if rest > 1 else ''}: "
+                                 + ", ".join(sorted(k for k in counts if k != top)) + ")"
+                                 if rest else "")
 
 
 EXCEPTION_WEIGHT = 2  # a failure left outside costs as much as two passing cases inside
