@@ -4,7 +4,7 @@
 # run the benchmarks and the audit. Each phase's full log goes under $OUT (as one tarball plus
 # a summary, because the device tool returns at most 8 files).
 #
-#   scripts/gpu_all.sh [phase ...]     phases: build ctest pytest sanitize bench audit demo
+#   scripts/gpu_all.sh [phase ...]     phases: build ctest pytest sanitize bench audit demo diag triage
 #   (no phase = all)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -70,7 +70,10 @@ for phase in $PHASES; do
         compute-sanitizer --tool memcheck --error-exitcode 99 python3 -m pytest -q -p no:cacheprovider \
           tests/test_gather_layouts.py -k 'cuda and (seed or random_strides or edges or optional)' || exit \$?
         compute-sanitizer --tool memcheck --error-exitcode 99 python3 -m pytest -q -p no:cacheprovider \
-          tests/test_gather_cuda_errors.py"
+          tests/test_gather_cuda_errors.py || exit \$?
+        compute-sanitizer --tool memcheck --error-exitcode 99 python3 -m pytest -q -p no:cacheprovider \
+          tests/test_gather_out.py tests/test_gather_errors.py tests/test_gather_backward.py \
+          tests/test_gather_routing.py tests/test_e2e_models.py -k cuda"
       ;;
     bench)
       run_phase bench python3 bench/bench_gather.py ${BENCH_ARGS:-} ;;
@@ -82,6 +85,8 @@ for phase in $PHASES; do
         python3 -m stridewise audit --device cuda --matrix ${AUDIT_MATRIX:-quick} --json $LOG/audit_cuda_aten.json" ;;
     demo)
       run_phase demo python3 -m stridewise demo --device cuda ;;
+    triage)
+      run_phase triage python3 scripts/triage_aten_cuda.py ;;
     diag)
       run_phase diag bash -c "python3 scripts/diag_bad_index.py || \
         cuda-gdb -batch -ex run -ex bt --args python3 scripts/diag_bad_index.py" ;;
