@@ -3,7 +3,6 @@
 // Messages follow ATen's wording (ScatterGatherChecks.h) where ATen has a check, so the
 // adapter can pass them through unchanged.
 #include <cstdint>
-#include <sstream>
 #include <string>
 
 #include "stridewise/gather.h"
@@ -11,12 +10,12 @@
 namespace stridewise {
 namespace {
 
+// std::to_string rather than iostreams: the core never touches locale machinery, which a
+// statically linked C++ runtime duplicates (see cmake/StdcxxRuntime.cmake).
 std::string sizes_str(const StridedView& v) {
-  std::ostringstream os;
-  os << '[';
-  for (int d = 0; d < v.rank; ++d) os << (d ? ", " : "") << v.sizes[d];
-  os << ']';
-  return os.str();
+  std::string s = "[";
+  for (int d = 0; d < v.rank; ++d) s += (d ? ", " : "") + std::to_string(v.sizes[d]);
+  return s + "]";
 }
 
 Status fail(ErrorDetail* err, Status s, const std::string& message) {
