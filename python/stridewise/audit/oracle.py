@@ -182,11 +182,12 @@ def judge(spec, built, ref: Ref, cand: dict, tol: Tolerance) -> Verdict:
         return Verdict("skip", "oracle-unsupported", f"native CPU: {_msg(ref.error)}")
     fatal = cand.get("fatal")
     if fatal == "device-assert":
+        extra = f"; {cand['detail']}" if cand.get("detail") else ""
         if ref.error is not None:
             return Verdict("device-assert", "device-assert",
-                           f"device-side assert (native CPU raises {_msg(ref.error)})")
+                           f"device-side assert (native CPU raises {_msg(ref.error)}){extra}")
         return Verdict("crash", "device-assert-valid", "device-side assert on a valid case: "
-                       + cand.get("exc_msg", "")[:300])
+                       + cand.get("exc_msg", "")[:300] + extra)
     if fatal:
         return Verdict("crash", fatal, cand.get("detail", fatal))
     if ref.error is not None:

@@ -6,11 +6,17 @@ that dies (signal, abort, device fault, device-side assert, timeout) is replaced
 a crashing case is replayed once, alone, in a fresh worker to confirm it. Workers are forked
 (default; the parent never initialises a GPU and runs torch single-threaded) or started with
 ``forkserver``/``spawn``.
+
+Asynchronous device errors: a sticky error that a worker meets *before* a case's op ran
+(answer ``stale``) belongs to the case that worker ran before; that case is judged again as
+a device-side assert (or a device fault: crash), and the interrupted case is run again in a
+fresh worker for its own verdict.
 """
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import re
 import shutil
 import signal
 import sys
@@ -101,10 +107,12 @@ def _accelerator_initialized() -> bool:
     return False
 
 
+def _line(text: Optional[str]) -> str:
+    return text.splitlines()[0] if text else ""
+
+
 def _where(tail: str) -> str:
     """' in file.py:LINE func' from a faulthandler dump (the innermost Python frame)."""
-    import re
-
     m = re.search(r'most recent call first\):\s*File "([^"]+)", line (\d+) in (\S+)', tail)
     return f" in {os.path.basename(m.group(1))}:{m.group(2)} {m.group(3)}()" if m else ""
 
@@ -119,6 +127,9 @@ class _Slot:
         self.pending_replay = None
         self.history: deque = deque(maxlen=3)
         self.log: Optional[str] = None
+        # (result, answer) of the last case this worker process answered: a sticky device error
+        # met in the next case's set-up belongs to it
+        self.last: Optional[tuple] = None
 
     @property
     def alive(self) -> bool:
@@ -136,6 +147,7 @@ class _Slot:
         there.close()
         self.conn = here
         self.history.clear()
+        self.last = None
         if not here.poll(self.r.cfg.startup_timeout):
             self.stop()
             raise AuditError(f"worker did not start within {self.r.cfg.startup_timeout:.0f}s; "
@@ -194,6 +206,7 @@ class Runner:
         self.worker_cfg = {"device": cfg.device, "backend": cfg.backend, "imports": list(cfg.imports),
                            "guard": cfg.guard, "threads": cfg.threads, "sys_path": list(sys.path)}
         self.prep: dict = {}
+        self.stale_tries: dict = {}  # case id -> set-ups interrupted by a sticky device error
 
     # -- parent side: the oracle ---------------------------------------------------------------
     def prepare(self, case):
@@ -304,6 +317,8 @@ class Runner:
         case, took = s.case, time.time() - s.sent
         s.case = None
         s.history.append(case.id)
+        if ans.get("stale"):
+            return self._stale(s, case, ans)
         fatal = ans.get("fatal")
         if fatal:
             s.stop()  # the process is dead or its device context is: start afresh
@@ -318,9 +333,54 @@ class Runner:
                                     f"(memory corrupted by an earlier case? run before it: "
                                     f"{', '.join(first.get('_history', []))}). First crash: "
                                     f"{first.get('detail', '')}")
-            return self.finish(case, first, took, rep)
+            res = self.finish(case, first, took, rep)
+            s.last = None if fatal else (res, ans)
+            return res
         if fatal == "crash":
             s.replay_of = dict(ans, _history=list(s.history)[:-1])
             s.pending_replay = case
             return None
-        return self.finish(case, ans, took)
+        res = self.finish(case, ans, took)
+        s.last = None if fatal else (res, ans)
+        return res
+
+    def _stale(self, s: _Slot, case, ans: dict) -> Optional[CaseResult]:
+        """A sticky device error met before ``case``'s op ran: blame the case this worker ran
+        before (if any), and run ``case`` again in a fresh worker."""
+        s.stop()
+        prev, s.last = s.last, None
+        if prev is not None:
+            self._blame(prev, ans, case)
+        n = self.stale_tries[case.id] = self.stale_tries.get(case.id, 0) + 1
+        if n <= (3 if prev is not None else 2):
+            s.pending_replay = case  # a crash being replayed (s.replay_of) stays one
+            return None
+        # even a fresh worker meets a device error before running anything: the device is broken
+        s.replay_of = None
+        built, ref, feats, err = self.prep.pop(case.id, None) or self.prepare(case)
+        self.prep.pop(case.id, None)
+        v = oracle.Verdict("error", "device-unusable", f"{n} set-ups of this case met a sticky "
+                           f"device error before its op ran, the last in a fresh worker: "
+                           f"{ans.get('detail', '')}")
+        return CaseResult(case, v, feats, 0.0)
+
+    def _blame(self, prev: tuple, ans: dict, victim):
+        """Judge ``prev`` (result, answer) again: its device work left the sticky error that
+        ``victim``'s set-up met (the worker synchronized after it, so only a device whose
+        synchronize does not flush errors gets here)."""
+        res, pans = prev
+        if res.verdict.status in ("device-assert", "crash"):
+            return  # already classified as such: its recorded answer stands
+        kind = ans["stale"]
+        what = "device-side assert" if kind == "device-assert" else "device fault"
+        note = (f"{what} surfaced only in the set-up of the next case of the same worker "
+                f"({victim.id}): attributed to this case")
+        if not pans.get("ok") and pans.get("exc_type"):
+            note += f"; its call had raised {pans['exc_type']}: {_line(pans.get('exc_msg'))[:200]}"
+        new_ans = {"ok": False, "fatal": "device-assert" if kind == "device-assert" else "crash",
+                   "exc_type": ans.get("exc_type"), "exc_msg": ans.get("exc_msg", "")}
+        if kind != "device-assert":
+            new_ans["detail"] = f"{what}: {ans.get('exc_type')}: {_line(ans.get('exc_msg'))[:300]}"
+        new = self.finish(res.case, new_ans, res.seconds, res.replay)
+        new.verdict.detail = f"{new.verdict.detail} [{note}]"
+        res.__dict__.update(new.__dict__)

@@ -1,0 +1,82 @@
+"""A simulated asynchronous device, on CPU, for the auditor's device-error paths (no GPU needed).
+
+``--backend tests/planted_backend/cuda_sim.py:enable(MODE)`` patches the *worker*
+process (the parent computing the oracle never imports it) so that native CPU kernels answer an
+out-of-range index the way ATen CUDA does: through a device error raised later, at some other
+call, as ``torch.AcceleratorError`` with CUDA's wording. What is patched stands for the CUDA
+runtime: ``worker.synchronize`` (cudaDeviceSynchronize), ``gen.materialize`` (the host-to-device
+copies of a case's set-up) and ``worker.run_call`` (the kernels). A pending error is sticky, as
+on a real context: every later device call raises it.
+
+  sync            the op raises its ordinary error after "launching" a kernel that asserted
+                  (like ATen CUDA scatter_reduce(include_self=False) with an unsupported dtype:
+                  the init scatter asserts, then the dispatch raises): the assert is pending and
+                  the next synchronize raises it
+  late            as sync, but the case's own synchronize does not see it (a device whose
+                  synchronize does not flush errors): it surfaces in the next case's set-up
+  late_fault      as late, with "an illegal memory access was encountered" (a device fault)
+"""
+from __future__ import annotations
+
+import re
+
+import torch
+
+MODES = ("sync", "late", "late_fault")
+ASSERT = ("CUDA error: device-side assert triggered\nCUDA kernel errors might be asynchronously "
+          "reported at some other API call, so the stacktrace below might be incorrect.")
+FAULT = ("CUDA error: an illegal memory access was encountered\nCUDA kernel errors might be "
+         "asynchronously reported at some other API call, so the stacktrace below might be incorrect.")
+_OOR = re.compile(r"out of (range|bounds)|out of DATA bounds", re.I)
+
+MODE = None
+_case = {"n": 0}
+_pending = None  # (message, case number that left it)
+
+
+def _check():
+    """Raise the pending device error where the device would report it."""
+    if _pending is None:
+        return
+    msg, n = _pending
+    if MODE in ("late", "late_fault") and n == _case["n"]:
+        return  # not visible to the case that left it
+    raise torch.AcceleratorError(msg)
+
+
+def enable(mode: str = "sync"):
+    global MODE
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
+    MODE = mode
+    from stridewise.audit import gen, worker
+
+    execute, synchronize, materialize, run_call = (worker.execute, worker.synchronize,
+                                                   gen.materialize, worker.run_call)
+
+    def execute_(spec, case, *a, **k):
+        _case["n"] += 1
+        return execute(spec, case, *a, **k)
+
+    def synchronize_(device):
+        _check()
+        return synchronize(device)
+
+    def materialize_(*a, **k):
+        _check()
+        return materialize(*a, **k)
+
+    def run_call_(expr, ns):
+        global _pending
+        _check()
+        try:
+            return run_call(expr, ns)
+        except Exception as e:  # noqa: BLE001
+            if not _OOR.search(str(e)):
+                raise
+            _pending = (FAULT if MODE == "late_fault" else ASSERT, _case["n"])
+            raise
+
+    worker.execute, worker.synchronize, gen.materialize, worker.run_call = (
+        execute_, synchronize_, materialize_, run_call_)
+    return {"mode": mode}
