@@ -3,6 +3,8 @@
 - a sticky device error met in a case's set-up belongs to the case run before it in that worker
   (device-side assert, or a fault: crash); the interrupted case gets its own verdict from a
   fresh worker, never an auditor error (tests/planted_backend/cuda_sim.py simulates the device)
+- a case that hung and then answered alone in a fresh worker takes the replay's verdict; a
+  worker stuck after printing a device-side assertion is killed after --assert-grace seconds
 Each rule is also seen failing on a planted fault.
 
 Seeds: STRIDEWISE_SEED when set, else random per run (printed on failure).
@@ -17,6 +19,7 @@ import time
 import types
 from pathlib import Path
 
+import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,6 +38,7 @@ from stridewise.audit import backends, cli, oracle  # noqa: E402
 from stridewise.audit.caseid import parse_case_id  # noqa: E402
 from stridewise.audit.runner import RunConfig, Runner, _Slot  # noqa: E402
 from stridewise.audit.specs import SPECS  # noqa: E402
+from stridewise.audit.worker import execute  # noqa: E402
 
 SEED = int(os.environ.get("STRIDEWISE_SEED") or random.SystemRandom().randrange(1, 10**6)) % 10**6
 CPU = torch.device("cpu")
@@ -135,5 +139,56 @@ def test_device_error_before_any_case_is_not_blamed_on_the_case(tmp_path):
     s.case, s.sent = c, time.time()
     res = r._handle(s, dict(stale))
     assert (res.verdict.status, res.verdict.reason) == ("error", "device-unusable"), res.verdict
+
+
+# --------------------------------------------------------------------------------------------
+# 2. a hang, then an answer alone: the replay's verdict
+
+
+@pytest.mark.parametrize("mode", ["hang", "hang_silent"])
+def test_planted_hang_then_device_assert_takes_the_replays_verdict(tmp_path, mode):
+    """index_add oob on the H200: the first attempt hung, the replay device-asserted. The case
+    is a device-assert (noted flaky), not a crash; a printed assertion ends the wait early."""
+    state = tmp_path / "state"
+    state.mkdir()
+    cids = ["index_add/func/contig/r3/float32/i64/oob/alpha=1/s{}".format(SEED), B.format(SEED)]
+    t0 = time.time()
+    timing = ("--timeout", "60", "--assert-grace", "1") if mode == "hang" else ("--timeout", "3")
+    rc, rep = audit(tmp_path, "--jobs", "1", *timing, "--backend", sim(mode, state), *each(cids))
+    took = time.time() - t0
+    st = status(rep)
+    assert rc == 0 and [st[c] for c in cids] == ["device-assert", "pass"], (st, rep["failures"])
+    f = next(f for f in rep["failures"] if f["id"] == cids[0])
+    assert f["replay"]["flaky"] and not f["replay"]["confirmed"], f
+    assert "flaky: the first attempt hung" in f["detail"], f["detail"]
+    if mode == "hang":
+        assert "after printing a device-side assertion" in f["detail"] and took < 30, took
+
+
+def _replayed(first: dict, replay: dict, cid: str, log_dir):
+    r = Runner(RunConfig(log_dir=str(log_dir)), SPECS)
+    s = _Slot(r, 0)
+    c = parse_case_id(cid)
+    s.case, s.sent = c, time.time()
+    assert r._handle(s, first) is None and s.pending_replay == c
+    s.case, s.sent, s.pending_replay = c, time.time(), None
+    return r._handle(s, replay)
+
+
+def test_a_hang_does_not_hide_a_wrong_replay_nor_does_a_lone_segfault_pass(tmp_path):
+    """The replay's verdict stands after a hang even when it fails (planted: wrong values);
+    a segfault that does not reproduce alone stays a crash (memory corrupted earlier)."""
+    cid = "gather/func/contig/r2/float32/i64/rand/s{}".format(SEED)
+    c = parse_case_id(cid)
+    good = execute(SPECS["gather"], c, CPU)
+    bad = dict(good, result=dict(good["result"], raw=bytes(b ^ 0x40 for b in good["result"]["raw"])))
+    hang = {"ok": False, "fatal": "crash", "timeout": True, "detail": "no answer within 9s (hang?)"}
+    res = _replayed(dict(hang), good, cid, tmp_path)
+    assert res.verdict.status == "pass" and "flaky" in res.verdict.detail, res.verdict
+    res = _replayed(dict(hang), bad, cid, tmp_path)
+    assert (res.verdict.status, res.verdict.reason) == ("wrong", "values"), res.verdict
+    segv = {"ok": False, "fatal": "crash", "exit": -11, "detail": "worker died: SIGSEGV"}
+    res = _replayed(segv, good, cid, tmp_path)
+    assert res.verdict.status == "crash" and "not when replayed alone" in res.verdict.detail, res.verdict
 
 

@@ -1,6 +1,6 @@
 """A simulated asynchronous device, on CPU, for the auditor's device-error paths (no GPU needed).
 
-``--backend tests/planted_backend/cuda_sim.py:enable(MODE)`` patches the *worker*
+``--backend tests/planted_backend/cuda_sim.py:enable(MODE[,STATE_DIR])`` patches the *worker*
 process (the parent computing the oracle never imports it) so that native CPU kernels answer an
 out-of-range index the way ATen CUDA does: through a device error raised later, at some other
 call, as ``torch.AcceleratorError`` with CUDA's wording. What is patched stands for the CUDA
@@ -15,22 +15,33 @@ on a real context: every later device call raises it.
   late            as sync, but the case's own synchronize does not see it (a device whose
                   synchronize does not flush errors): it surfaces in the next case's set-up
   late_fault      as late, with "an illegal memory access was encountered" (a device fault)
+  hang            the first attempt at such a case prints CUDA's assertion line and never returns
+                  (stuck in synchronize); later attempts (STATE_DIR remembers, across workers)
+                  raise the device-side assert at once
+  hang_silent     as hang, without the assertion line (only --timeout ends it)
 """
 from __future__ import annotations
 
+import hashlib
+import os
 import re
+import sys
+import time
 
 import torch
 
-MODES = ("sync", "late", "late_fault")
+MODES = ("sync", "late", "late_fault", "hang", "hang_silent")
 ASSERT = ("CUDA error: device-side assert triggered\nCUDA kernel errors might be asynchronously "
           "reported at some other API call, so the stacktrace below might be incorrect.")
 FAULT = ("CUDA error: an illegal memory access was encountered\nCUDA kernel errors might be "
          "asynchronously reported at some other API call, so the stacktrace below might be incorrect.")
+PRINTED = ("/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1021: indexFuncSmallIndex: block: "
+           "[0,0,0], thread: [0,0,0] Assertion `dstIndex < dstAddDimSize` failed.")
 _OOR = re.compile(r"out of (range|bounds)|out of DATA bounds", re.I)
 
 MODE = None
-_case = {"n": 0}
+STATE = None
+_case = {"n": 0, "id": None}
 _pending = None  # (message, case number that left it)
 
 
@@ -44,11 +55,21 @@ def _check():
     raise torch.AcceleratorError(msg)
 
 
-def enable(mode: str = "sync"):
-    global MODE
+def _first_attempt() -> bool:
+    mark = os.path.join(STATE, hashlib.sha1(_case["id"].encode()).hexdigest())
+    if os.path.exists(mark):
+        return False
+    open(mark, "w").close()
+    return True
+
+
+def enable(mode: str = "sync", state_dir: str | None = None):
+    global MODE, STATE
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
-    MODE = mode
+    if mode.startswith("hang") and not state_dir:
+        raise ValueError("hang modes need a STATE_DIR (first attempts are remembered there)")
+    MODE, STATE = mode, state_dir
     from stridewise.audit import gen, worker
 
     execute, synchronize, materialize, run_call = (worker.execute, worker.synchronize,
@@ -56,6 +77,7 @@ def enable(mode: str = "sync"):
 
     def execute_(spec, case, *a, **k):
         _case["n"] += 1
+        _case["id"] = case.id
         return execute(spec, case, *a, **k)
 
     def synchronize_(device):
@@ -74,6 +96,12 @@ def enable(mode: str = "sync"):
         except Exception as e:  # noqa: BLE001
             if not _OOR.search(str(e)):
                 raise
+            if MODE.startswith("hang"):
+                if _first_attempt():
+                    if MODE == "hang":
+                        print(PRINTED, file=sys.stderr, flush=True)
+                    time.sleep(3600)
+                raise torch.AcceleratorError(ASSERT) from None
             _pending = (FAULT if MODE == "late_fault" else ASSERT, _case["n"])
             raise
 

@@ -10,7 +10,10 @@ a crashing case is replayed once, alone, in a fresh worker to confirm it. Worker
 Asynchronous device errors: a sticky error that a worker meets *before* a case's op ran
 (answer ``stale``) belongs to the case that worker ran before; that case is judged again as
 a device-side assert (or a device fault: crash), and the interrupted case is run again in a
-fresh worker for its own verdict.
+fresh worker for its own verdict. A case whose first attempt hung (``--timeout``, or
+``assert_grace`` seconds after the worker printed a device-side assertion) takes the verdict of
+its replay when the replay answers, with the hang noted: a poisoned context that stalls in
+synchronize says nothing about the case.
 """
 from __future__ import annotations
 
@@ -49,6 +52,10 @@ class RunConfig:
     apply_known: bool = True
     tol: oracle.Tolerance = field(default_factory=oracle.Tolerance)
     startup_timeout: float = 600.0
+    # a worker that printed a device-side assertion during a case and has not answered this many
+    # seconds later is stuck (typically in synchronize on the poisoned context): kill it then
+    # instead of waiting for --timeout
+    assert_grace: float = 10.0
 
 
 @dataclass
@@ -107,8 +114,21 @@ def _accelerator_initialized() -> bool:
     return False
 
 
+# what a device prints when a kernel assertion fires (CUDA/HIP: "file.cu:L: kernel: block: [..],
+# thread: [..] Assertion `cond` failed."); glibc's assert ("`x' failed") aborts the process anyway
+_ASSERT_PRINTED = re.compile(r"Assertion `[^`\n]*` failed|device-side assert")
+
+
 def _line(text: Optional[str]) -> str:
     return text.splitlines()[0] if text else ""
+
+
+def _log_since(path: Optional[str], pos: int, n: int = 65536) -> str:
+    if not path or not os.path.exists(path):
+        return ""
+    with open(path, "rb") as fh:
+        fh.seek(pos)
+        return fh.read(n).decode("utf-8", "replace")
 
 
 def _where(tail: str) -> str:
@@ -127,6 +147,7 @@ class _Slot:
         self.pending_replay = None
         self.history: deque = deque(maxlen=3)
         self.log: Optional[str] = None
+        self.log_pos = 0  # size of the log when the current case was sent
         # (result, answer) of the last case this worker process answered: a sticky device error
         # met in the next case's set-up belongs to it
         self.last: Optional[tuple] = None
@@ -168,6 +189,10 @@ class _Slot:
         if not self.alive:
             self.start()
         self.case, self.sent = case, time.time()
+        try:
+            self.log_pos = os.path.getsize(self.log) if self.log else 0
+        except OSError:
+            self.log_pos = 0
         self.conn.send(case)
 
     def stop(self):
@@ -271,7 +296,8 @@ class Runner:
                 for s in busy:
                     self.prepare(s.case)
                 waits = [s.conn for s in busy] + [s.proc.sentinel for s in busy]
-                left = min(self.cfg.timeout - (time.time() - s.sent) for s in busy)
+                now = time.time()
+                left = min(self._next_check(s, now) for s in busy) - now
                 mp_wait(waits, timeout=max(0.01, left))
                 for s in busy:
                     ans = self._collect(s)
@@ -292,6 +318,15 @@ class Runner:
                 shutil.rmtree(self.log_dir, ignore_errors=True)
         return results
 
+    def _next_check(self, s: _Slot, now: float) -> float:
+        """When to look at a busy worker again without an answer: its timeout, and past
+        ``assert_grace`` once a second (for a device assertion in its log)."""
+        t = s.sent + self.cfg.timeout
+        g = self.cfg.assert_grace
+        if g and g < self.cfg.timeout:
+            t = min(t, max(s.sent + g, now + 1.0))
+        return t
+
     def _collect(self, s: _Slot) -> Optional[dict]:
         if s.conn.poll():
             try:
@@ -299,13 +334,19 @@ class Runner:
             except (EOFError, OSError):
                 pass
         elif s.proc.is_alive():
-            if time.time() - s.sent <= self.cfg.timeout:
+            el, g = time.time() - s.sent, self.cfg.assert_grace
+            printed = None
+            if g and g < el <= self.cfg.timeout:
+                printed = _ASSERT_PRINTED.search(_log_since(s.log, s.log_pos))
+            if el <= self.cfg.timeout and not printed:
                 return None
             s.proc.kill()
             s.proc.join(5)
-            return {"ok": False, "fatal": "crash", "timeout": True,
-                    "detail": f"no answer within {self.cfg.timeout:.0f}s (hang?); killed\n"
-                              f"worker log tail:\n{_tail(s.log)}"}
+            why = (f"no answer {el:.0f}s after the worker printed a device-side assertion (stuck "
+                   f"on the poisoned context?)" if printed else
+                   f"no answer within {self.cfg.timeout:.0f}s (hang?)")
+            return {"ok": False, "fatal": "crash", "timeout": True, "after_assert": bool(printed),
+                    "detail": f"{why}; killed\nworker log tail:\n{_tail(s.log)}"}
         s.proc.join(5)
         code = s.proc.exitcode
         tail = _tail(s.log, 16000)
@@ -327,13 +368,21 @@ class Runner:
             confirmed = ans.get("fatal") == "crash"
             rep = {"confirmed": confirmed, "replay_detail": ans.get("detail") or
                    ("passed" if ans.get("ok") else f"{ans.get('exc_type')}: {ans.get('exc_msg', '')[:200]}")}
-            if not confirmed:
-                first = dict(first, fatal="crash",
-                             detail=f"crashed once but not when replayed alone in a fresh worker "
-                                    f"(memory corrupted by an earlier case? run before it: "
-                                    f"{', '.join(first.get('_history', []))}). First crash: "
-                                    f"{first.get('detail', '')}")
-            res = self.finish(case, first, took, rep)
+            if not confirmed and first.get("timeout") and not ans.get("internal"):
+                # the first attempt hung, the replay answered: the case gets the replay's verdict
+                how = ("hung after printing a device-side assertion" if first.get("after_assert")
+                       else f"hung (no answer within {self.cfg.timeout:.0f}s)")
+                res = self.finish(case, ans, took, dict(rep, flaky=f"first attempt {how}"))
+                res.verdict.detail = (f"{res.verdict.detail} [flaky: the first attempt {how} and was "
+                                      f"killed; verdict of the replay alone in a fresh worker]").strip()
+            else:
+                if not confirmed:
+                    first = dict(first, fatal="crash",
+                                 detail=f"crashed once but not when replayed alone in a fresh worker "
+                                        f"(memory corrupted by an earlier case? run before it: "
+                                        f"{', '.join(first.get('_history', []))}). First crash: "
+                                        f"{first.get('detail', '')}")
+                res = self.finish(case, first, took, rep)
             s.last = None if fatal else (res, ans)
             return res
         if fatal == "crash":
