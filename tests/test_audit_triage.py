@@ -5,6 +5,8 @@
   fresh worker, never an auditor error (tests/planted_backend/cuda_sim.py simulates the device)
 - a case that hung and then answered alone in a fresh worker takes the replay's verdict; a
   worker stuck after printing a device-side assertion is killed after --assert-grace seconds
+- native CPU failing an INTERNAL ASSERT (index_reduce prod on float16/bfloat16) is an oracle bug:
+  the reference comes from upcast copies; native CPU itself is then a known issue
 Each rule is also seen failing on a planted fault.
 
 Seeds: STRIDEWISE_SEED when set, else random per run (printed on failure).
@@ -34,7 +36,7 @@ except ImportError:
     _stub.__path__ = [str(PYDIR / "stridewise")]
     sys.modules["stridewise"] = _stub
 
-from stridewise.audit import backends, cli, oracle  # noqa: E402
+from stridewise.audit import backends, cli, gen, known, matrix, oracle  # noqa: E402
 from stridewise.audit.caseid import parse_case_id  # noqa: E402
 from stridewise.audit.runner import RunConfig, Runner, _Slot  # noqa: E402
 from stridewise.audit.specs import SPECS  # noqa: E402
@@ -190,5 +192,81 @@ def test_a_hang_does_not_hide_a_wrong_replay_nor_does_a_lone_segfault_pass(tmp_p
     segv = {"ok": False, "fatal": "crash", "exit": -11, "detail": "worker died: SIGSEGV"}
     res = _replayed(segv, good, cid, tmp_path)
     assert res.verdict.status == "crash" and "not when replayed alone" in res.verdict.detail, res.verdict
+
+
+# --------------------------------------------------------------------------------------------
+# 3. native CPU failing an internal assert: the oracle upcasts
+
+IR = "index_reduce/func/idx=step_slice/r2/float16/i64/rand/include_self=1,reduce=prod/s0"  # H200 run
+
+
+def _internal_assert_cases():
+    s = SPECS["index_reduce"]
+    out = []
+    for c in matrix.build_matrix([s], matrix.MatrixOptions("quick", seed=SEED % 50)) + [parse_case_id(IR)]:
+        if c.variant == "func" and c.kind in ("rand", "dup", "wide"):
+            b = gen.build(s, c)
+            if known._index_reduce_prod_scalar_slice(b):
+                out.append((c, b))
+    return out
+
+
+def _answer(b, result):
+    return {"ok": True, "result": gen.pack(result),
+            "storages": {k: [gen.storage_bytes(t)] for k, t in b.tensors.items()}}
+
+
+def test_oracle_upcasts_when_native_cpu_fails_an_internal_assert():
+    cases = _internal_assert_cases()
+    assert any(c.id == IR for c, _ in cases)
+    spec = SPECS["index_reduce"]
+    for c, b in cases:
+        ref = oracle.reference(spec, b, TOL)
+        assert ref.error is None and ref.tol is not None and "oracle upcast" in ref.note, (c.id, ref.error)
+        ns = {k: (v.contiguous().float() if k in ("self", "src") else v) for k, v in ref.ns.items()}
+        good = oracle.run_call(spec.calls["func"], ns).to(b.tensors["self"].dtype)  # a correct answer
+        v = oracle.judge(spec, b, ref, _answer(b, good), TOL)
+        assert (v.status, v.reason) == ("pass", "oracle-upcast") and "internal assert" in v.detail, (c.id, v)
+        planted = good.clone()
+        planted.view(-1)[0] *= 1.25  # a planted wrong product
+        v = oracle.judge(spec, b, ref, _answer(b, planted), TOL)
+        assert (v.status, v.reason) == ("wrong", "values") and "oracle upcast" in v.detail, (c.id, v)
+        # native CPU itself (the worker's answer) raises the assert: a known ATen CPU issue
+        ans = execute(spec, c, CPU)
+        v = oracle.judge(spec, b, ref, ans, TOL)
+        assert v.reason == "spurious-error", v
+        k = known.match(c.op, "cpu", b, v.reason, f"{ans['exc_type']}: {ans['exc_msg']}")
+        assert k is not None and k.name == "aten-cpu-index-reduce-prod-half-internal-assert"
+        assert known.match(c.op, "cpu", b, "values", "") is None  # only that symptom
+        assert known.match(c.op, "cuda", b, v.reason, ans["exc_msg"]) is None
+
+
+def test_known_cpu_internal_assert_predicate_is_exact():
+    """The KnownIssue's conditions hold exactly where native CPU fails the assert."""
+    s = SPECS["index_reduce"]
+    hits = 0
+    for c in matrix.build_matrix([s], matrix.MatrixOptions("full", seed=SEED)):
+        b = gen.build(s, c)
+        same = {k: oracle._map(v, oracle.clone_layout) for k, v in b.tensors.items()}
+        try:
+            with oracle.quiet_native():
+                oracle.run_call(s.calls[c.variant], oracle.namespace(b, same))
+            got = False
+        except Exception as e:  # noqa: BLE001
+            got = "INTERNAL ASSERT" in str(e)
+        pred = known._index_reduce_prod_scalar_slice(b)
+        hits += got
+        if c.kind in ("rand", "dup", "wide", "empty"):  # bad indices may raise before the assert
+            assert pred == got, (c.id, pred, got)
+        else:
+            assert pred or not got, c.id
+    assert hits > 0
+
+
+def test_native_cpu_audit_of_the_internal_assert_case_is_known(tmp_path):
+    rc, rep = audit(tmp_path, "--case", IR)
+    assert rc == 0 and status(rep) == {IR: "known"}, rep["failures"]
+    rc, rep = audit(tmp_path, "--case", IR, "--no-known")
+    assert rc == 1 and rep["failures"][0]["reason"] == "spurious-error"
 
 

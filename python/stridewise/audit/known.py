@@ -3,21 +3,27 @@
 A failing case that matches a known issue is reported with status ``known`` (its own column,
 its repro script still written) instead of failing the run. They apply when auditing ATen
 itself (no --backend) unless --no-known; with a backend, --known applies them too.
-Each entry is precise: the conditions under which ATen takes the faulty path.
+Each entry is precise: the conditions under which ATen takes the faulty path, and (``reasons``,
+``raises``) the symptom it produces there, so a different failure of the same case still fails.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable
+
+import torch
 
 
 @dataclass
 class KnownIssue:
     name: str
     summary: str
-    ops: tuple
+    ops: tuple  # spec names (every variant: func, inplace, out)
     devices: tuple
     match: Callable  # (built) -> bool
+    reasons: tuple = ()  # verdict reasons it explains (empty: any failing verdict)
+    raises: str = ""  # regex the candidate's exception ("Type: message") must match, if set
 
 
 def _expanded_index_fastpath(built) -> bool:
@@ -48,6 +54,29 @@ def _expanded_index_fastpath(built) -> bool:
     return any(self_.size(d) != idx.size(d) for d in range(1, idx.dim()))
 
 
+def _index_reduce_prod_scalar_slice(built) -> bool:
+    """ATen CPU index_reduce(reduce='prod') on float16/bfloat16, self of rank >= 2, >= 2 indices,
+    and a source slice (src without ``dim``) that TensorIterator sees as a scalar (every dim of
+    size 1 or stride 0: one-element slices, an expanded src). The loop runs mul_stub on one
+    iterator per index; the reduced-float mul kernel takes the scalar operand out of the
+    iterator (iter.remove_operand(2)), so the next index's call fails ``iter.ninputs() ==
+    traits::arity INTERNAL ASSERT FAILED`` (cpu/Loops.h). Not when the written tensor (in-place
+    self, out) has a stride 0: ATen's internal-overlap check raises before."""
+    t = built.tensors
+    self_, src, idx = t.get("self"), t.get("src"), t.get("idx")
+    if self_ is None or src is None or not isinstance(idx, torch.Tensor):
+        return False
+    if built.scalars.get("reduce") != "prod" or self_.dim() < 2 or idx.numel() < 2:
+        return False
+    if self_.dtype not in (torch.float16, torch.bfloat16) or src.dim() != self_.dim():
+        return False
+    written = t.get({"inplace": "self", "out": "out"}.get(built.case.variant, ""))
+    if written is not None and any(st == 0 and sz > 1 for sz, st in zip(written.shape, written.stride())):
+        return False  # ATen refuses an internally overlapping written tensor first
+    dim = built.scalars.get("dim", 0) % self_.dim()
+    return all(sz == 1 or st == 0 for k, (sz, st) in enumerate(zip(src.shape, src.stride())) if k != dim)
+
+
 KNOWN = [
     KnownIssue(
         "aten-cpu-expanded-index-scatter",
@@ -56,15 +85,33 @@ KNOWN = [
         "(minimal repro: torch.zeros(2,64,4).scatter_add(0, torch.zeros(1,1,1,dtype=torch.long)"
         ".expand(1,64,3), torch.ones(1,64,3)) sets [0,0,3] and leaves [0,48:,:3] at 0)",
         ("scatter_add", "scatter_reduce", "scatter.reduce"), ("cpu",), _expanded_index_fastpath),
+    KnownIssue(
+        "aten-cpu-index-reduce-prod-half-internal-assert",
+        "ATen CPU index_reduce(reduce='prod') on float16/bfloat16, self of rank >= 2, >= 2 "
+        "indices, src slices that are scalars to TensorIterator (one element, or expanded): "
+        "RuntimeError 'iter.ninputs() == traits::arity "
+        "INTERNAL ASSERT FAILED' (cpu/Loops.h) instead of a result (minimal repro: "
+        "torch.ones(2, 1, dtype=torch.half).index_reduce(0, torch.tensor([0, 1]), "
+        "torch.ones(2, 1, dtype=torch.half), 'prod')); the oracle computes the reference "
+        "from float32 copies instead",
+        ("index_reduce",), ("cpu",), _index_reduce_prod_scalar_slice,
+        reasons=("spurious-error", "error-type"), raises=r"INTERNAL ASSERT FAILED"),
 ]
 
 
-def match(op: str, device_type: str, built):
+def match(op: str, device_type: str, built, reason: str = "", exc: str = ""):
+    """The known issue explaining a failing verdict (``reason``; ``exc`` the candidate's
+    exception, "Type: message"), or None."""
     for k in KNOWN:
-        if op in k.ops and device_type in k.devices:
-            try:
-                if k.match(built):
-                    return k
-            except Exception:  # noqa: BLE001
-                continue
+        if op not in k.ops or device_type not in k.devices:
+            continue
+        if k.reasons and reason not in k.reasons:
+            continue
+        if k.raises and not re.search(k.raises, exc or ""):
+            continue
+        try:
+            if k.match(built):
+                return k
+        except Exception:  # noqa: BLE001
+            continue
     return None

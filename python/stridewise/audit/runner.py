@@ -268,7 +268,7 @@ class Runner:
                          exc=(f"{ans['exc_type']}: {ans.get('exc_msg', '')[:300]}"
                               if ans.get("exc_type") else None))
         if v.status in oracle.FAILING and self.cfg.apply_known and built is not None:
-            k = known.match(case.op, self.device_type, built)
+            k = known.match(case.op, self.device_type, built, v.reason, res.exc)
             if k is not None:
                 res.known = k.name
                 res.verdict = oracle.Verdict("known", v.reason, f"known issue {k.name}: {v.detail}",
