@@ -7,6 +7,7 @@
   worker stuck after printing a device-side assertion is killed after --assert-grace seconds
 - native CPU failing an INTERNAL ASSERT (index_reduce prod on float16/bfloat16) is an oracle bug:
   the reference comes from upcast copies; native CPU itself is then a known issue
+- ATen CUDA's 32-bit truncation of index values >= 2**32 is a precise known issue
 Each rule is also seen failing on a planted fault.
 
 Seeds: STRIDEWISE_SEED when set, else random per run (printed on failure).
@@ -27,6 +28,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 PYDIR = ROOT / "python"
 SIM = ROOT / "tests" / "planted_backend" / "cuda_sim.py"
+PLANTED = ROOT / "tests" / "planted_backend"
 if str(PYDIR) not in sys.path:
     sys.path.insert(0, str(PYDIR))
 try:  # the auditor must not need the native library
@@ -268,5 +270,60 @@ def test_native_cpu_audit_of_the_internal_assert_case_is_known(tmp_path):
     assert rc == 0 and status(rep) == {IR: "known"}, rep["failures"]
     rc, rep = audit(tmp_path, "--case", IR, "--no-known")
     assert rc == 1 and rep["failures"][0]["reason"] == "spurious-error"
+
+
+# --------------------------------------------------------------------------------------------
+# 4. ATen CUDA truncates index values >= 2**32 to 32 bits: a precise known issue
+
+H200_MISSING = [  # bad-error/missing-error in the H200 report (seed 0)
+    "index_select/func/contig/r3/float16/i64/oobbig/s0",
+    "index_select/out/idx=compound/r3/float16/i64/oobbig/s0",
+    "index_add/inplace/idx=transpose/r3/float32/i64/oobbig/alpha=1/s0",
+    "index_add/out/idx=transpose/r3/int64/i64/oobbig/alpha=1/s0",
+    "index_reduce/func/contig/r3/uint8/i64/oobbig/include_self=1,reduce=amax/s0",
+    "embedding/func/idx=transpose/r3/uint8/i64/oobbig/s0",
+    "embedding/out/idx=expand/r3/complex128/i64/oobbig/s0"]
+H200_ASSERTED = [  # device-assert there: outside the issue's conditions
+    "index_reduce/out/contig/r3/float32/i64/oobbig/include_self=0,reduce=prod/s0",  # index_fill_ first
+    "embedding/out/idx=compound/r3/float16/i64/oobbig/s0"]  # 36 indices: the large-index kernel
+
+
+def _built(cid):
+    c = parse_case_id(cid)
+    return gen.build(SPECS[c.op], c)
+
+
+def test_known_cuda_index_truncation_matches_precisely():
+    name = "aten-cuda-index-truncated-to-32-bits"
+    for cid in H200_MISSING:
+        b = _built(cid)
+        assert known.match(b.case.op, "cuda", b, "missing-error").name == name, cid
+        assert known.match(b.case.op, "cpu", b, "missing-error") is None, cid
+        assert known.match(b.case.op, "cuda", b, "values") is None, cid
+        idx = b.tensors["idx"]
+        big = idx.reshape(-1) >= 2**32
+        n = 2**32 + (b.tensors["self"].size(0) if b.case.op == "embedding" else
+                     b.tensors["self"].size(b.scalars["dim"]))
+        b.tensors["idx"] = torch.where(big, torch.full_like(idx.reshape(-1), n), idx.reshape(-1))
+        assert known.match(b.case.op, "cuda", b, "missing-error") is None, cid  # wraps out of range
+    for cid in H200_ASSERTED:
+        b = _built(cid)
+        assert known.match(b.case.op, "cuda", b, "missing-error") is None, cid
+    b = _built("gather/func/contig/r3/float32/i64/oobbig/s0")
+    assert known.match("gather", "cuda", b, "missing-error") is None  # gather checks int64 values
+
+
+def test_planted_truncate32_is_known_on_cuda_only_for_the_listed_ops(tmp_path):
+    """The planted truncate32 backend judged as a CUDA backend: its index_select oobbig misses
+    become the known issue, its gather ones (gather is not affected in ATen) still fail."""
+    cids = [c.id for s in ("index_select", "gather") for c in
+            matrix.build_matrix([SPECS[s]], matrix.MatrixOptions("quick", seed=SEED, ranks=(1, 3)))
+            if c.kind == "oobbig" and c.idx_dtype == "i64"]
+    res = run_cases(cids, f"{PLANTED}:enable(truncate32)", device_type="cuda")
+    for cid, r in res.items():
+        want = "known" if cid.startswith("index_select") else "bad-error"
+        assert r.verdict.status == want, (cid, r.verdict)
+    res = run_cases(cids[:3], f"{PLANTED}:enable(truncate32)", device_type="cuda", apply_known=False)
+    assert all(r.verdict.status == "bad-error" for r in res.values())
 
 

@@ -54,6 +54,37 @@ def _expanded_index_fastpath(built) -> bool:
     return any(self_.size(d) != idx.size(d) for d in range(1, idx.dim()))
 
 
+# ATen CUDA index_select / index_add / index_reduce (aten/src/ATen/native/cuda/Indexing.cu): when
+# every tensor fits 32-bit index math, the kernels read the int64 index into the 32-bit
+# IndexType (unsigned int) before CUDA_KERNEL_ASSERT(index < dim size), so 2**32 + k passes the
+# check as k. Seen on an H200 with torch 2.11 in the small-index kernels (index count <= 16);
+# embedding (forward = weight.index_select(0, idx.reshape(-1))) with > 16 indices asserted.
+# index_reduce with include_self=False first runs index_fill_, whose kernel checks the int64
+# value (device-side assert): only include_self=True takes the faulty path.
+TRUNC32_MAX_INDICES = 16  # the small-index kernels' limit (numIndices <= 16); None: any count
+TRUNC32_OPS = ("index_select", "index_add", "index_reduce", "embedding")
+
+
+def _index_truncated_to_32_bits(built) -> bool:
+    """Some index value is >= 2**32 and every value is in range once truncated to 32 bits
+    (v mod 2**32 < size of the indexed dim; a negative value truncates out of range)."""
+    t = built.tensors
+    idx, self_ = t.get("idx"), t.get("self")
+    if not isinstance(idx, torch.Tensor) or self_ is None or idx.dtype != torch.int64:
+        return False
+    if built.case.op == "index_reduce" and not built.scalars.get("include_self", True):
+        return False
+    if TRUNC32_MAX_INDICES is not None and idx.numel() > TRUNC32_MAX_INDICES:
+        return False
+    if built.case.op == "embedding":
+        n = self_.size(0)
+    else:
+        dim = built.scalars.get("dim", 0)
+        n = self_.size(dim) if self_.dim() else 1
+    v = idx.reshape(-1)
+    return bool((v >= 2**32).any()) and bool(((v % 2**32) < n).all())
+
+
 def _index_reduce_prod_scalar_slice(built) -> bool:
     """ATen CPU index_reduce(reduce='prod') on float16/bfloat16, self of rank >= 2, >= 2 indices,
     and a source slice (src without ``dim``) that TensorIterator sees as a scalar (every dim of
@@ -85,6 +116,14 @@ KNOWN = [
         "(minimal repro: torch.zeros(2,64,4).scatter_add(0, torch.zeros(1,1,1,dtype=torch.long)"
         ".expand(1,64,3), torch.ones(1,64,3)) sets [0,0,3] and leaves [0,48:,:3] at 0)",
         ("scatter_add", "scatter_reduce", "scatter.reduce"), ("cpu",), _expanded_index_fastpath),
+    KnownIssue(
+        "aten-cuda-index-truncated-to-32-bits",
+        "ATen CUDA index_select / index_add / index_reduce (include_self=True) / embedding read "
+        "int64 index values as 32-bit unsigned before the bounds check: a value >= 2**32 whose "
+        "low 32 bits are in range is accepted and used as v mod 2**32 (minimal repro: "
+        "torch.arange(3., device='cuda').index_select(0, torch.tensor([2**32 + 1], "
+        "device='cuda')) returns [1.] instead of raising)",
+        TRUNC32_OPS, ("cuda",), _index_truncated_to_32_bits, reasons=("missing-error",)),
     KnownIssue(
         "aten-cpu-index-reduce-prod-half-internal-assert",
         "ATen CPU index_reduce(reduce='prod') on float16/bfloat16, self of rank >= 2, >= 2 "
