@@ -8,6 +8,7 @@
 - native CPU failing an INTERNAL ASSERT (index_reduce prod on float16/bfloat16) is an oracle bug:
   the reference comes from upcast copies; native CPU itself is then a known issue
 - ATen CUDA's 32-bit truncation of index values >= 2**32 is a precise known issue
+- writing into a self-overlapping tensor may be refused with ATen's internal-overlap error
 Each rule is also seen failing on a planted fault.
 
 Seeds: STRIDEWISE_SEED when set, else random per run (printed on failure).
@@ -327,3 +328,47 @@ def test_planted_truncate32_is_known_on_cuda_only_for_the_listed_ops(tmp_path):
     assert all(r.verdict.status == "bad-error" for r in res.values())
 
 
+# --------------------------------------------------------------------------------------------
+# 5. refusing to write into a self-overlapping tensor
+
+
+def test_planted_overlap_refusal_passes_only_for_overlapping_written_tensors():
+    """ATen CUDA index_put_(accumulate=True) refuses an expanded self; native CPU writes.
+    Simulated by cuda_sim's refuse_overlap: every refused case has an overlapping self."""
+    opt = matrix.MatrixOptions("quick", seed=SEED, variants=("inplace", "out"))
+    cids = [c.id for c in matrix.build_matrix([SPECS["index_put"]], opt)]
+    res = run_cases(cids, sim("refuse_overlap"))
+    refused = {cid for cid, r in res.items() if r.verdict.reason == "overlap-refused"}
+    assert all(r.verdict.status == "pass" for r in res.values()), \
+        [(c, r.verdict) for c, r in res.items() if r.verdict.status != "pass"][:3]
+    assert refused, "no case with an overlapping self"
+    for cid in refused:
+        b = _built(cid)
+        assert gen.internal_overlap(b.tensors[b.written]), cid
+
+
+def test_overlap_refusal_needs_the_overlap_and_atens_wording():
+    msg = ("unsupported operation: more than one element of the written-to tensor refers to a "
+           "single memory location. Please clone() the tensor before performing the operation.")
+    refuse = {"ok": False, "exc_type": "RuntimeError", "exc_msg": msg}
+
+    def verdict(cid, ans):
+        b = _built(cid)
+        return oracle.judge(SPECS[b.case.op], b, oracle.reference(SPECS[b.case.op], b, TOL), ans, TOL)
+
+    exp = next(cid for cid in ("index_put/inplace/self=expand/r2/float32/i64/rand/accumulate=1,pat=one/"
+                               f"s{SEED + k}" for k in range(50))
+               if gen.internal_overlap(_built(cid).tensors["self"]))  # (a size-1 dim may not overlap)
+    assert verdict(exp, refuse).reason == "overlap-refused"
+    planted = dict(refuse, exc_msg="index out of range in self")  # another error: still spurious
+    assert verdict(exp, planted).reason == "spurious-error"
+    contig = "index_put/inplace/r2/float32/i64/rand/accumulate=1,pat=one/s{}".format(SEED)
+    assert verdict(contig, refuse).reason == "spurious-error"  # nothing overlaps: a bad refusal
+
+
+def test_internal_overlap_is_exact():
+    z = torch.zeros(12)
+    assert gen.internal_overlap(z[:3].expand(2, 3))
+    assert gen.internal_overlap(z.as_strided((2, 2), (1, 1)))  # no stride 0, still shared
+    assert not gen.internal_overlap(z.as_strided((3, 2), (2, 3)))  # interleaved, disjoint
+    assert not gen.internal_overlap(z[:1].expand(1, 1)) and not gen.internal_overlap(z.view(3, 4).t())

@@ -19,6 +19,9 @@ on a real context: every later device call raises it.
                   (stuck in synchronize); later attempts (STATE_DIR remembers, across workers)
                   raise the device-side assert at once
   hang_silent     as hang, without the assertion line (only --timeout ends it)
+  refuse_overlap  aten::index_put_ refuses a self whose elements overlap with ATen's
+                  internal-overlap error, as ATen CUDA does with accumulate=True (native
+                  otherwise); out-of-range indices stay ordinary errors
 """
 from __future__ import annotations
 
@@ -30,19 +33,22 @@ import time
 
 import torch
 
-MODES = ("sync", "late", "late_fault", "hang", "hang_silent")
+MODES = ("sync", "late", "late_fault", "hang", "hang_silent", "refuse_overlap")
 ASSERT = ("CUDA error: device-side assert triggered\nCUDA kernel errors might be asynchronously "
           "reported at some other API call, so the stacktrace below might be incorrect.")
 FAULT = ("CUDA error: an illegal memory access was encountered\nCUDA kernel errors might be "
          "asynchronously reported at some other API call, so the stacktrace below might be incorrect.")
 PRINTED = ("/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1021: indexFuncSmallIndex: block: "
            "[0,0,0], thread: [0,0,0] Assertion `dstIndex < dstAddDimSize` failed.")
+OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a single "
+           "memory location. Please clone() the tensor before performing the operation.")
 _OOR = re.compile(r"out of (range|bounds)|out of DATA bounds", re.I)
 
 MODE = None
 STATE = None
 _case = {"n": 0, "id": None}
 _pending = None  # (message, case number that left it)
+_lib = None
 
 
 def _check():
@@ -64,13 +70,24 @@ def _first_attempt() -> bool:
 
 
 def enable(mode: str = "sync", state_dir: str | None = None):
-    global MODE, STATE
+    global MODE, STATE, _lib
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
     if mode.startswith("hang") and not state_dir:
         raise ValueError("hang modes need a STATE_DIR (first attempts are remembered there)")
     MODE, STATE = mode, state_dir
     from stridewise.audit import gen, worker
+
+    if mode == "refuse_overlap":
+        _lib = torch.library.Library("aten", "IMPL")
+
+        def index_put_(self, indices, values, accumulate=False):
+            if gen.internal_overlap(self):
+                raise RuntimeError(OVERLAP)
+            return torch.ops.aten._index_put_impl_(self, indices, values, accumulate, False)
+
+        _lib.impl("index_put_", index_put_, "CPU")
+        return {"mode": mode}
 
     execute, synchronize, materialize, run_call = (worker.execute, worker.synchronize,
                                                    gen.materialize, worker.run_call)
