@@ -55,6 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1),
                    help="worker processes (default: cores - 1)")
     g.add_argument("--timeout", type=float, default=120.0, help="seconds per case before it counts as a hang")
+    g.add_argument("--assert-grace", type=float, default=10.0, metavar="SECONDS",
+                   help="a worker that printed a device-side assertion and has not answered this "
+                        "many seconds later is stuck: kill it and replay the case (default 10)")
     g.add_argument("--threads", type=int, default=1, help="torch threads per worker (default 1)")
     g.add_argument("--start-method", choices=("auto", "fork", "forkserver", "spawn"), default="auto",
                    help="how workers start; auto: fork for --device cpu, forkserver otherwise (a "
@@ -186,8 +189,8 @@ def _audit(args, argv) -> int:
                          "stridewise to audit it)")
     known = args.known if args.known is not None else backend is None
     cfg = RunConfig(device=args.device, backend=backend, imports=tuple(args.imports), guard=args.guard,
-                    jobs=max(1, args.jobs), timeout=args.timeout, threads=args.threads,
-                    start_method=args.start_method, log_dir=args.log_dir,
+                    jobs=max(1, args.jobs), timeout=args.timeout, assert_grace=args.assert_grace,
+                    threads=args.threads, start_method=args.start_method, log_dir=args.log_dir,
                     keep_logs=bool(args.log_dir), apply_known=known, tol=tol)
     bar, on_result = _progress(args, len(cases))
     started = datetime.datetime.now().isoformat(timespec="seconds")

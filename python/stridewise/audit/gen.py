@@ -291,6 +291,19 @@ def overlaps(t: torch.Tensor) -> bool:
     return False
 
 
+def internal_overlap(t: torch.Tensor) -> bool:
+    """True when two elements of ``t`` do share memory (exact: ``overlaps`` screens, then the
+    element offsets are compared). ATen itself only detects a stride 0 on a dim of size > 1."""
+    if not overlaps(t):
+        return False
+    off = torch.full((), t.storage_offset(), dtype=torch.long)
+    for k, (sz, st) in enumerate(zip(t.shape, t.stride())):
+        shape = [1] * t.dim()
+        shape[k] = sz
+        off = off + (torch.arange(sz) * st).reshape(shape)
+    return off.reshape(-1).unique().numel() < t.numel()
+
+
 def unpack(p: dict) -> torch.Tensor:
     dt = dtype_of(p["dtype"])
     if not p["raw"]:

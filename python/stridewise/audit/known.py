@@ -3,21 +3,27 @@
 A failing case that matches a known issue is reported with status ``known`` (its own column,
 its repro script still written) instead of failing the run. They apply when auditing ATen
 itself (no --backend) unless --no-known; with a backend, --known applies them too.
-Each entry is precise: the conditions under which ATen takes the faulty path.
+Each entry is precise: the conditions under which ATen takes the faulty path, and (``reasons``,
+``raises``) the symptom it produces there, so a different failure of the same case still fails.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable
+
+import torch
 
 
 @dataclass
 class KnownIssue:
     name: str
     summary: str
-    ops: tuple
+    ops: tuple  # spec names (every variant: func, inplace, out)
     devices: tuple
     match: Callable  # (built) -> bool
+    reasons: tuple = ()  # verdict reasons it explains (empty: any failing verdict)
+    raises: str = ""  # regex the candidate's exception ("Type: message") must match, if set
 
 
 def _expanded_index_fastpath(built) -> bool:
@@ -48,6 +54,60 @@ def _expanded_index_fastpath(built) -> bool:
     return any(self_.size(d) != idx.size(d) for d in range(1, idx.dim()))
 
 
+# ATen CUDA index_select / index_add / index_reduce (aten/src/ATen/native/cuda/Indexing.cu): when
+# every tensor fits 32-bit index math, the kernels read the int64 index into the 32-bit
+# IndexType (unsigned int) before CUDA_KERNEL_ASSERT(index < dim size), so 2**32 + k passes the
+# check as k. Seen on an H200 with torch 2.11 in the small-index kernels (index count <= 16);
+# embedding (forward = weight.index_select(0, idx.reshape(-1))) with > 16 indices asserted.
+# index_reduce with include_self=False first runs index_fill_, whose kernel checks the int64
+# value (device-side assert): only include_self=True takes the faulty path.
+TRUNC32_MAX_INDICES = 16  # the small-index kernels' limit (numIndices <= 16); None: any count
+TRUNC32_OPS = ("index_select", "index_add", "index_reduce", "embedding")
+
+
+def _index_truncated_to_32_bits(built) -> bool:
+    """Some index value is >= 2**32 and every value is in range once truncated to 32 bits
+    (v mod 2**32 < size of the indexed dim; a negative value truncates out of range)."""
+    t = built.tensors
+    idx, self_ = t.get("idx"), t.get("self")
+    if not isinstance(idx, torch.Tensor) or self_ is None or idx.dtype != torch.int64:
+        return False
+    if built.case.op == "index_reduce" and not built.scalars.get("include_self", True):
+        return False
+    if TRUNC32_MAX_INDICES is not None and idx.numel() > TRUNC32_MAX_INDICES:
+        return False
+    if built.case.op == "embedding":
+        n = self_.size(0)
+    else:
+        dim = built.scalars.get("dim", 0)
+        n = self_.size(dim) if self_.dim() else 1
+    v = idx.reshape(-1)
+    return bool((v >= 2**32).any()) and bool(((v % 2**32) < n).all())
+
+
+def _index_reduce_prod_scalar_slice(built) -> bool:
+    """ATen CPU index_reduce(reduce='prod') on float16/bfloat16, self of rank >= 2, >= 2 indices,
+    and a source slice (src without ``dim``) that TensorIterator sees as a scalar (every dim of
+    size 1 or stride 0: one-element slices, an expanded src). The loop runs mul_stub on one
+    iterator per index; the reduced-float mul kernel takes the scalar operand out of the
+    iterator (iter.remove_operand(2)), so the next index's call fails ``iter.ninputs() ==
+    traits::arity INTERNAL ASSERT FAILED`` (cpu/Loops.h). Not when the written tensor (in-place
+    self, out) has a stride 0: ATen's internal-overlap check raises before."""
+    t = built.tensors
+    self_, src, idx = t.get("self"), t.get("src"), t.get("idx")
+    if self_ is None or src is None or not isinstance(idx, torch.Tensor):
+        return False
+    if built.scalars.get("reduce") != "prod" or self_.dim() < 2 or idx.numel() < 2:
+        return False
+    if self_.dtype not in (torch.float16, torch.bfloat16) or src.dim() != self_.dim():
+        return False
+    written = t.get({"inplace": "self", "out": "out"}.get(built.case.variant, ""))
+    if written is not None and any(st == 0 and sz > 1 for sz, st in zip(written.shape, written.stride())):
+        return False  # ATen refuses an internally overlapping written tensor first
+    dim = built.scalars.get("dim", 0) % self_.dim()
+    return all(sz == 1 or st == 0 for k, (sz, st) in enumerate(zip(src.shape, src.stride())) if k != dim)
+
+
 KNOWN = [
     KnownIssue(
         "aten-cpu-expanded-index-scatter",
@@ -56,15 +116,41 @@ KNOWN = [
         "(minimal repro: torch.zeros(2,64,4).scatter_add(0, torch.zeros(1,1,1,dtype=torch.long)"
         ".expand(1,64,3), torch.ones(1,64,3)) sets [0,0,3] and leaves [0,48:,:3] at 0)",
         ("scatter_add", "scatter_reduce", "scatter.reduce"), ("cpu",), _expanded_index_fastpath),
+    KnownIssue(
+        "aten-cuda-index-truncated-to-32-bits",
+        "ATen CUDA index_select / index_add / index_reduce (include_self=True) / embedding read "
+        "int64 index values as 32-bit unsigned before the bounds check: a value >= 2**32 whose "
+        "low 32 bits are in range is accepted and used as v mod 2**32 (minimal repro: "
+        "torch.arange(3., device='cuda').index_select(0, torch.tensor([2**32 + 1], "
+        "device='cuda')) returns [1.] instead of raising)",
+        TRUNC32_OPS, ("cuda",), _index_truncated_to_32_bits, reasons=("missing-error",)),
+    KnownIssue(
+        "aten-cpu-index-reduce-prod-half-internal-assert",
+        "ATen CPU index_reduce(reduce='prod') on float16/bfloat16, self of rank >= 2, >= 2 "
+        "indices, src slices that are scalars to TensorIterator (one element, or expanded): "
+        "RuntimeError 'iter.ninputs() == traits::arity "
+        "INTERNAL ASSERT FAILED' (cpu/Loops.h) instead of a result (minimal repro: "
+        "torch.ones(2, 1, dtype=torch.half).index_reduce(0, torch.tensor([0, 1]), "
+        "torch.ones(2, 1, dtype=torch.half), 'prod')); the oracle computes the reference "
+        "from float32 copies instead",
+        ("index_reduce",), ("cpu",), _index_reduce_prod_scalar_slice,
+        reasons=("spurious-error", "error-type"), raises=r"INTERNAL ASSERT FAILED"),
 ]
 
 
-def match(op: str, device_type: str, built):
+def match(op: str, device_type: str, built, reason: str = "", exc: str = ""):
+    """The known issue explaining a failing verdict (``reason``; ``exc`` the candidate's
+    exception, "Type: message"), or None."""
     for k in KNOWN:
-        if op in k.ops and device_type in k.devices:
-            try:
-                if k.match(built):
-                    return k
-            except Exception:  # noqa: BLE001
-                continue
+        if op not in k.ops or device_type not in k.devices:
+            continue
+        if k.reasons and reason not in k.reasons:
+            continue
+        if k.raises and not re.search(k.raises, exc or ""):
+            continue
+        try:
+            if k.match(built):
+                return k
+        except Exception:  # noqa: BLE001
+            continue
     return None

@@ -117,7 +117,9 @@ def text(results, info: dict, meta: dict, max_failures: int = 8) -> str:
             shown[r.case.op] = shown.get(r.case.op, 0) + 1
             rep = ""
             if r.replay is not None:
-                rep = " [crash confirmed on replay]" if r.replay["confirmed"] else " [NOT reproduced on replay]"
+                rep = (" [crash confirmed on replay]" if r.replay["confirmed"] else
+                       " [first attempt hung; verdict of the replay]" if r.replay.get("flaky") else
+                       " [NOT reproduced on replay]")
             out.append(f"  {r.verdict.status:<9} {r.case.id}{rep}")
             out.append(f"            {r.verdict.detail.splitlines()[0][:220] if r.verdict.detail else r.verdict.reason}")
             if r.repro:

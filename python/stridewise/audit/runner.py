@@ -6,11 +6,20 @@ that dies (signal, abort, device fault, device-side assert, timeout) is replaced
 a crashing case is replayed once, alone, in a fresh worker to confirm it. Workers are forked
 (default; the parent never initialises a GPU and runs torch single-threaded) or started with
 ``forkserver``/``spawn``.
+
+Asynchronous device errors: a sticky error that a worker meets *before* a case's op ran
+(answer ``stale``) belongs to the case that worker ran before; that case is judged again as
+a device-side assert (or a device fault: crash), and the interrupted case is run again in a
+fresh worker for its own verdict. A case whose first attempt hung (``--timeout``, or
+``assert_grace`` seconds after the worker printed a device-side assertion) takes the verdict of
+its replay when the replay answers, with the hang noted: a poisoned context that stalls in
+synchronize says nothing about the case.
 """
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import re
 import shutil
 import signal
 import sys
@@ -43,6 +52,10 @@ class RunConfig:
     apply_known: bool = True
     tol: oracle.Tolerance = field(default_factory=oracle.Tolerance)
     startup_timeout: float = 600.0
+    # a worker that printed a device-side assertion during a case and has not answered this many
+    # seconds later is stuck (typically in synchronize on the poisoned context): kill it then
+    # instead of waiting for --timeout
+    assert_grace: float = 10.0
 
 
 @dataclass
@@ -101,10 +114,25 @@ def _accelerator_initialized() -> bool:
     return False
 
 
+# what a device prints when a kernel assertion fires (CUDA/HIP: "file.cu:L: kernel: block: [..],
+# thread: [..] Assertion `cond` failed."); glibc's assert ("`x' failed") aborts the process anyway
+_ASSERT_PRINTED = re.compile(r"Assertion `[^`\n]*` failed|device-side assert")
+
+
+def _line(text: Optional[str]) -> str:
+    return text.splitlines()[0] if text else ""
+
+
+def _log_since(path: Optional[str], pos: int, n: int = 65536) -> str:
+    if not path or not os.path.exists(path):
+        return ""
+    with open(path, "rb") as fh:
+        fh.seek(pos)
+        return fh.read(n).decode("utf-8", "replace")
+
+
 def _where(tail: str) -> str:
     """' in file.py:LINE func' from a faulthandler dump (the innermost Python frame)."""
-    import re
-
     m = re.search(r'most recent call first\):\s*File "([^"]+)", line (\d+) in (\S+)', tail)
     return f" in {os.path.basename(m.group(1))}:{m.group(2)} {m.group(3)}()" if m else ""
 
@@ -119,6 +147,10 @@ class _Slot:
         self.pending_replay = None
         self.history: deque = deque(maxlen=3)
         self.log: Optional[str] = None
+        self.log_pos = 0  # size of the log when the current case was sent
+        # (result, answer) of the last case this worker process answered: a sticky device error
+        # met in the next case's set-up belongs to it
+        self.last: Optional[tuple] = None
 
     @property
     def alive(self) -> bool:
@@ -136,6 +168,7 @@ class _Slot:
         there.close()
         self.conn = here
         self.history.clear()
+        self.last = None
         if not here.poll(self.r.cfg.startup_timeout):
             self.stop()
             raise AuditError(f"worker did not start within {self.r.cfg.startup_timeout:.0f}s; "
@@ -156,6 +189,10 @@ class _Slot:
         if not self.alive:
             self.start()
         self.case, self.sent = case, time.time()
+        try:
+            self.log_pos = os.path.getsize(self.log) if self.log else 0
+        except OSError:
+            self.log_pos = 0
         self.conn.send(case)
 
     def stop(self):
@@ -194,6 +231,7 @@ class Runner:
         self.worker_cfg = {"device": cfg.device, "backend": cfg.backend, "imports": list(cfg.imports),
                            "guard": cfg.guard, "threads": cfg.threads, "sys_path": list(sys.path)}
         self.prep: dict = {}
+        self.stale_tries: dict = {}  # case id -> set-ups interrupted by a sticky device error
 
     # -- parent side: the oracle ---------------------------------------------------------------
     def prepare(self, case):
@@ -230,7 +268,7 @@ class Runner:
                          exc=(f"{ans['exc_type']}: {ans.get('exc_msg', '')[:300]}"
                               if ans.get("exc_type") else None))
         if v.status in oracle.FAILING and self.cfg.apply_known and built is not None:
-            k = known.match(case.op, self.device_type, built)
+            k = known.match(case.op, self.device_type, built, v.reason, res.exc)
             if k is not None:
                 res.known = k.name
                 res.verdict = oracle.Verdict("known", v.reason, f"known issue {k.name}: {v.detail}",
@@ -258,7 +296,8 @@ class Runner:
                 for s in busy:
                     self.prepare(s.case)
                 waits = [s.conn for s in busy] + [s.proc.sentinel for s in busy]
-                left = min(self.cfg.timeout - (time.time() - s.sent) for s in busy)
+                now = time.time()
+                left = min(self._next_check(s, now) for s in busy) - now
                 mp_wait(waits, timeout=max(0.01, left))
                 for s in busy:
                     ans = self._collect(s)
@@ -279,6 +318,15 @@ class Runner:
                 shutil.rmtree(self.log_dir, ignore_errors=True)
         return results
 
+    def _next_check(self, s: _Slot, now: float) -> float:
+        """When to look at a busy worker again without an answer: its timeout, and past
+        ``assert_grace`` once a second (for a device assertion in its log)."""
+        t = s.sent + self.cfg.timeout
+        g = self.cfg.assert_grace
+        if g and g < self.cfg.timeout:
+            t = min(t, max(s.sent + g, now + 1.0))
+        return t
+
     def _collect(self, s: _Slot) -> Optional[dict]:
         if s.conn.poll():
             try:
@@ -286,13 +334,19 @@ class Runner:
             except (EOFError, OSError):
                 pass
         elif s.proc.is_alive():
-            if time.time() - s.sent <= self.cfg.timeout:
+            el, g = time.time() - s.sent, self.cfg.assert_grace
+            printed = None
+            if g and g < el <= self.cfg.timeout:
+                printed = _ASSERT_PRINTED.search(_log_since(s.log, s.log_pos))
+            if el <= self.cfg.timeout and not printed:
                 return None
             s.proc.kill()
             s.proc.join(5)
-            return {"ok": False, "fatal": "crash", "timeout": True,
-                    "detail": f"no answer within {self.cfg.timeout:.0f}s (hang?); killed\n"
-                              f"worker log tail:\n{_tail(s.log)}"}
+            why = (f"no answer {el:.0f}s after the worker printed a device-side assertion (stuck "
+                   f"on the poisoned context?)" if printed else
+                   f"no answer within {self.cfg.timeout:.0f}s (hang?)")
+            return {"ok": False, "fatal": "crash", "timeout": True, "after_assert": bool(printed),
+                    "detail": f"{why}; killed\nworker log tail:\n{_tail(s.log)}"}
         s.proc.join(5)
         code = s.proc.exitcode
         tail = _tail(s.log, 16000)
@@ -304,6 +358,8 @@ class Runner:
         case, took = s.case, time.time() - s.sent
         s.case = None
         s.history.append(case.id)
+        if ans.get("stale"):
+            return self._stale(s, case, ans)
         fatal = ans.get("fatal")
         if fatal:
             s.stop()  # the process is dead or its device context is: start afresh
@@ -312,15 +368,68 @@ class Runner:
             confirmed = ans.get("fatal") == "crash"
             rep = {"confirmed": confirmed, "replay_detail": ans.get("detail") or
                    ("passed" if ans.get("ok") else f"{ans.get('exc_type')}: {ans.get('exc_msg', '')[:200]}")}
-            if not confirmed:
-                first = dict(first, fatal="crash",
-                             detail=f"crashed once but not when replayed alone in a fresh worker "
-                                    f"(memory corrupted by an earlier case? run before it: "
-                                    f"{', '.join(first.get('_history', []))}). First crash: "
-                                    f"{first.get('detail', '')}")
-            return self.finish(case, first, took, rep)
+            if not confirmed and first.get("timeout") and not ans.get("internal"):
+                # the first attempt hung, the replay answered: the case gets the replay's verdict
+                how = ("hung after printing a device-side assertion" if first.get("after_assert")
+                       else f"hung (no answer within {self.cfg.timeout:.0f}s)")
+                res = self.finish(case, ans, took, dict(rep, flaky=f"first attempt {how}"))
+                res.verdict.detail = (f"{res.verdict.detail} [flaky: the first attempt {how} and was "
+                                      f"killed; verdict of the replay alone in a fresh worker]").strip()
+            else:
+                if not confirmed:
+                    first = dict(first, fatal="crash",
+                                 detail=f"crashed once but not when replayed alone in a fresh worker "
+                                        f"(memory corrupted by an earlier case? run before it: "
+                                        f"{', '.join(first.get('_history', []))}). First crash: "
+                                        f"{first.get('detail', '')}")
+                res = self.finish(case, first, took, rep)
+            s.last = None if fatal else (res, ans)
+            return res
         if fatal == "crash":
             s.replay_of = dict(ans, _history=list(s.history)[:-1])
             s.pending_replay = case
             return None
-        return self.finish(case, ans, took)
+        res = self.finish(case, ans, took)
+        s.last = None if fatal else (res, ans)
+        return res
+
+    def _stale(self, s: _Slot, case, ans: dict) -> Optional[CaseResult]:
+        """A sticky device error met before ``case``'s op ran: blame the case this worker ran
+        before (if any), and run ``case`` again in a fresh worker."""
+        s.stop()
+        prev, s.last = s.last, None
+        if prev is not None:
+            self._blame(prev, ans, case)
+        n = self.stale_tries[case.id] = self.stale_tries.get(case.id, 0) + 1
+        if n <= (3 if prev is not None else 2):
+            s.pending_replay = case  # a crash being replayed (s.replay_of) stays one
+            return None
+        # even a fresh worker meets a device error before running anything: the device is broken
+        s.replay_of = None
+        built, ref, feats, err = self.prep.pop(case.id, None) or self.prepare(case)
+        self.prep.pop(case.id, None)
+        v = oracle.Verdict("error", "device-unusable", f"{n} set-ups of this case met a sticky "
+                           f"device error before its op ran, the last in a fresh worker: "
+                           f"{ans.get('detail', '')}")
+        return CaseResult(case, v, feats, 0.0)
+
+    def _blame(self, prev: tuple, ans: dict, victim):
+        """Judge ``prev`` (result, answer) again: its device work left the sticky error that
+        ``victim``'s set-up met (the worker synchronized after it, so only a device whose
+        synchronize does not flush errors gets here)."""
+        res, pans = prev
+        if res.verdict.status in ("device-assert", "crash"):
+            return  # already classified as such: its recorded answer stands
+        kind = ans["stale"]
+        what = "device-side assert" if kind == "device-assert" else "device fault"
+        note = (f"{what} surfaced only in the set-up of the next case of the same worker "
+                f"({victim.id}): attributed to this case")
+        if not pans.get("ok") and pans.get("exc_type"):
+            note += f"; its call had raised {pans['exc_type']}: {_line(pans.get('exc_msg'))[:200]}"
+        new_ans = {"ok": False, "fatal": "device-assert" if kind == "device-assert" else "crash",
+                   "exc_type": ans.get("exc_type"), "exc_msg": ans.get("exc_msg", "")}
+        if kind != "device-assert":
+            new_ans["detail"] = f"{what}: {ans.get('exc_type')}: {_line(ans.get('exc_msg'))[:300]}"
+        new = self.finish(res.case, new_ans, res.seconds, res.replay)
+        new.verdict.detail = f"{new.verdict.detail} [{note}]"
+        res.__dict__.update(new.__dict__)

@@ -5,6 +5,12 @@ little as possible (build inputs, place them on the device, call, synchronize, s
 bytes): every judgement happens in the parent, which never loads the backend. A case that kills
 the worker (segfault, abort, illegal address, device-side assert) is attributed by the parent,
 which restarts the worker and goes on.
+
+Device errors are asynchronous: a kernel that asserts reports it at the next synchronizing call.
+So the worker synchronizes (1) before a case's set-up: an error there belongs to the case run
+before it, and the answer says so (``stale``) instead of blaming this case, and (2) after the
+call, whether it returned or raised: a host-side error raised after an asserting kernel was
+launched must not hide the assert.
 """
 from __future__ import annotations
 
@@ -39,9 +45,14 @@ def synchronize(device: torch.device):
         torch.accelerator.synchronize()
 
 
+_ACCEL_ERROR = getattr(torch, "AcceleratorError", ())  # torch >= 2.8 raises it for CUDA errors
+
+
 def classify_error(e: BaseException, device: torch.device):
-    """'device-assert' | 'device-fault' | None (an ordinary, catchable error)."""
-    if device.type == "cpu":
+    """'device-assert' | 'device-fault' | None (an ordinary, catchable error).
+    On CPU only a torch.AcceleratorError counts (tests simulate device errors with it): a CPU
+    kernel's message that merely mentions CUDA is an ordinary error."""
+    if device.type == "cpu" and not isinstance(e, _ACCEL_ERROR):
         return None
     msg = f"{type(e).__name__}: {e}"
     if _ASSERT.search(msg):
@@ -57,6 +68,10 @@ def _map(v, f):
     return f(v)
 
 
+def _fatal(kind: str) -> str:
+    return "device-assert" if kind == "device-assert" else "crash"
+
+
 def execute(spec, case, device: torch.device, alloc=None) -> dict:
     """Run one case; returns the raw answer for ``oracle.judge``."""
     if case.kind == "large":
@@ -64,19 +79,39 @@ def execute(spec, case, device: torch.device, alloc=None) -> dict:
 
         return large.execute(spec, case, device)
     built = gen.build(spec, case)
-    dev = {k: _map(v, lambda t: gen.materialize(t, device, alloc)) for k, v in built.tensors.items()}
+    try:  # set-up: nothing of this case has run on the device yet
+        synchronize(device)
+        dev = {k: _map(v, lambda t: gen.materialize(t, device, alloc)) for k, v in built.tensors.items()}
+    except Exception as e:  # noqa: BLE001
+        kind = classify_error(e, device)
+        if kind is None:
+            raise  # an auditor bug (reported as such by worker_main)
+        # A sticky device error before this case's op ran: left by the previous case.
+        return {"ok": False, "stale": kind, "fatal": _fatal(kind), "exc_type": type(e).__name__,
+                "exc_msg": str(e)[:2000],
+                "detail": f"device error before the op ran (set-up): {type(e).__name__}: {str(e)[:300]}"}
     ns = dict(built.scalars)
     ns.update(dev)
     try:
         res = run_call(spec.calls[case.variant], ns)
         synchronize(device)
     except Exception as e:  # noqa: BLE001
-        kind = classify_error(e, device)
+        kind, first = classify_error(e, device), e
+        if kind is None:  # a host-side error may follow an asserting kernel: flush it out now
+            try:
+                synchronize(device)
+            except Exception as e2:  # noqa: BLE001
+                if classify_error(e2, device):
+                    kind, e = classify_error(e2, device), e2
         ans = {"ok": False, "exc_type": type(e).__name__, "exc_msg": str(e)[:2000]}
         if kind == "device-assert":
             ans["fatal"] = "device-assert"
         elif kind:
             ans.update(fatal="crash", detail=f"device fault: {type(e).__name__}: {str(e)[:500]}")
+        if e is not first:
+            how = (f"surfaced when synchronizing after the call raised {type(first).__name__}: "
+                   f"{str(first).splitlines()[0][:300] if str(first) else ''}")
+            ans["detail"] = f"{ans['detail']}; {how}" if ans.get("detail") else how
         return ans
     ans: dict = {"ok": True}
     try:
@@ -96,7 +131,7 @@ def execute(spec, case, device: torch.device, alloc=None) -> dict:
     except Exception as e:  # noqa: BLE001 - a broken result is the backend's failure
         kind = classify_error(e, device)
         if kind:
-            return {"ok": False, "fatal": "crash" if kind != "device-assert" else kind,
+            return {"ok": False, "fatal": _fatal(kind),
                     "exc_type": type(e).__name__, "exc_msg": str(e)[:2000],
                     "detail": f"device fault after the call: {type(e).__name__}: {str(e)[:500]}"}
         return {"ok": False, "exc_type": "BadResult", "exc_msg": f"{type(e).__name__}: {e}",
@@ -180,7 +215,7 @@ def worker_main(conn, cfg: dict):
             ans = {"ok": False, "exc_type": type(e).__name__, "exc_msg": str(e)[:2000],
                    "internal": traceback.format_exc()}
             if kind:
-                ans["fatal"] = "device-assert" if kind == "device-assert" else "crash"
+                ans["fatal"] = _fatal(kind)
         conn.send(ans)
         if ans.get("fatal"):
             sys.stdout.flush()
