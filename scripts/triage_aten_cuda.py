@@ -29,6 +29,17 @@ print(s.index_reduce(0, idx, src, 'prod', include_self=True).tolist())""",
     "index_reduce_prod_half_contig": """
 s = torch.rand(2, 1, device=D).half(); src = torch.rand(2, 1, device=D).half()
 print(s.index_reduce(0, torch.tensor([1, 0], device=D), src, 'prod').tolist())""",
+    # known.py's TRUNC32_MAX_INDICES: index_select takes its small-index kernel up to 16 indices
+    "index_select_2p32_17idx": """
+x = torch.arange(8., device=D).reshape(2, 4)
+print(torch.index_select(x, 0, torch.tensor([2**32 + 1] + [0] * 16, device=D))[0].tolist())""",
+    "index_reduce_2p32_include_self": """
+x = torch.ones(2, 3, device=D)
+print(x.index_reduce_(0, torch.tensor([2**32 + 1], device=D), torch.full((1, 3), 5., device=D), 'amax').tolist())""",
+    "index_put_noaccum_expanded_self": """
+s = torch.arange(3, dtype=torch.uint8, device=D).reshape(3, 1).expand(3, 3)
+m = torch.tensor([True, False, True], device=D)
+print(s.index_put_((m,), torch.tensor([1, 2, 3], dtype=torch.uint8, device=D), accumulate=False).tolist())""",
     "index_put_accum_expanded_self": """
 s = torch.arange(3, dtype=torch.uint8, device=D).reshape(3, 1).expand(3, 3)
 m = torch.tensor([True, False, True], device=D)
@@ -49,7 +60,12 @@ print('ref', ref.tolist())
 print('func', torch.ops.aten.index_put(self_, [None, None, mask], vals, True).tolist())
 oc = torch.empty(4, 1, 3, device=D)
 torch.ops.aten.index_put.out(self_, [None, None, mask], vals, True, out=oc)
-print('contig_out', oc.tolist())""",
+print('contig_out', oc.tolist())
+oc2 = torch.empty(4, 1, 3, device=D)
+torch.ops.aten.index_put.out(self_, [None, None, mask], vals.contiguous(), True, out=oc2)
+print('contig_vals', oc2.tolist())
+torch.ops.aten.index_put.out(self_.contiguous(), [None, None, mask], vals, True, out=oc2)
+print('contig_self', oc2.tolist())""",
 }
 
 
