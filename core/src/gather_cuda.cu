@@ -3,7 +3,8 @@
 // docs/gather_cuda.md. This file holds what needs a GPU: the __global__ wrappers, the
 // error report into the mapped record, the launch, and the deferred/sync check.
 //
-// Host overhead per call: plan_gather (host arithmetic over <= 64 dims), cudaGetDevice,
+// Host overhead per call: plan_gather (host arithmetic over <= 64 dims; skipped by the
+// plan-taking entry point, whose caller planned already), cudaGetDevice,
 // one atomic load for the (lazily allocated) error record, the launch and
 // cudaGetLastError. No allocation, no synchronization (unless CudaCheckMode::kSync).
 #include <cuda_runtime.h>
@@ -71,14 +72,18 @@ struct CudaRunner {
 
 Status gather_cuda(const GatherArgs& args, void* stream, ErrorDetail* err) {
   GatherPlan plan;
-  Status st = plan_gather(args, &plan, err);
+  const Status st = plan_gather(args, &plan, err);
   if (st != Status::kOk) return st;
+  return gather_cuda(args, plan, stream, err);
+}
+
+Status gather_cuda(const GatherArgs& args, const GatherPlan& plan, void* stream, ErrorDetail* err) {
   if (plan.loop.numel == 0) return Status::kOk;
 
   int device = 0;
   SW_CUDA_TRY(cudaGetDevice(&device), err);
   CudaErrorRecord* rec = nullptr;
-  st = cuda_error_slots(device, &rec, nullptr, err);
+  Status st = cuda_error_slots(device, &rec, nullptr, err);
   if (st != Status::kOk) return st;
 
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
