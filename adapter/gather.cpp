@@ -80,7 +80,7 @@ namespace {
 
 void run_cpu(const GatherCall& call) {
   ErrorDetail err;
-  const Status st = gather_cpu(call.args, torch_cpu_executor(), &err);
+  const Status st = gather_cpu(call.args, call.plan, torch_cpu_executor(), &err);
   if (st != Status::kOk) throw_status("gather", "cpu", st, err);
 }
 

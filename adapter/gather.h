@@ -12,6 +12,8 @@ namespace stridewise::adapter {
 
 OpStats& gather_stats();
 
+// The plan is made once per call, by gather_prepare from `args`, and handed as-is to the
+// plan-taking core entry points (gather.h), which do not plan or validate again.
 struct GatherCall {
   GatherArgs args;
   GatherPlan plan;

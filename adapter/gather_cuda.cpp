@@ -16,7 +16,7 @@ namespace {
 
 void run_cuda(const GatherCall& call, c10::DeviceIndex device) {
   ErrorDetail err;
-  const Status st = gather_cuda(call.args, current_cuda_stream(device), &err);
+  const Status st = gather_cuda(call.args, call.plan, current_cuda_stream(device), &err);
   check_cuda_launch("gather", st, err);
 }
 

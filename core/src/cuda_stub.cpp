@@ -55,4 +55,8 @@ Status gather_cuda(const GatherArgs&, void*, ErrorDetail* err) {
   return not_compiled(err, "gather_cuda");
 }
 
+Status gather_cuda(const GatherArgs&, const GatherPlan&, void*, ErrorDetail* err) {
+  return not_compiled(err, "gather_cuda");
+}
+
 }  // namespace stridewise

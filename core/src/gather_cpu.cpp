@@ -147,6 +147,11 @@ Status gather_cpu(const GatherArgs& args, const CpuExecutor& exec, ErrorDetail* 
   GatherPlan plan;
   const Status s = plan_gather(args, &plan, err);
   if (s != Status::kOk) return s;
+  return gather_cpu(args, plan, exec, err);
+}
+
+Status gather_cpu(const GatherArgs& args, const GatherPlan& plan, const CpuExecutor& exec,
+                  ErrorDetail* err) {
   const LoopPlan<3>& L = plan.loop;
   if (L.numel == 0) return Status::kOk;
 

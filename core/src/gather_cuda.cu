@@ -3,7 +3,8 @@
 // docs/gather_cuda.md. This file holds what needs a GPU: the __global__ wrappers, the
 // error report into the mapped record, the launch, and the deferred/sync check.
 //
-// Host overhead per call: plan_gather (host arithmetic over <= 64 dims), cudaGetDevice,
+// Host overhead per call: plan_gather (host arithmetic over <= 64 dims; skipped by the
+// plan-taking entry point, whose caller planned already), cudaGetDevice,
 // one atomic load for the (lazily allocated) error record, the launch and
 // cudaGetLastError. No allocation, no synchronization (unless CudaCheckMode::kSync).
 #include <cuda_runtime.h>
@@ -34,24 +35,31 @@ __device__ __noinline__ void report_bad_index(int* block_claim, ErrorSite site, 
   r->flag = 1;
 }
 
-template <typename E, typename IdxT, typename I, int D>
-__global__ void __launch_bounds__(kThreads) gather_elems_kernel(const ElemsArgs<IdxT, I, D> a) {
+// The prologue and epilogue every kernel shares: runs `body(bad)` for this thread, then
+// reports what it found. Inlined into each kernel, so the wrappers below cost nothing over
+// writing it out; block_claim is one shared int per kernel instantiation.
+template <typename Body>
+__device__ __forceinline__ void with_bad_index_report(const ErrorSite& site, Body&& body) {
   __shared__ int block_claim;
   if (threadIdx.x == 0) block_claim = 0;
   __syncthreads();
   BadIndex bad;
-  elems_thread<E>(a, I(blockIdx.x), I(threadIdx.x), I(gridDim.x), bad);
-  if (bad.any) report_bad_index(&block_claim, a.site, bad);
+  body(bad);
+  if (bad.any) report_bad_index(&block_claim, site, bad);
+}
+
+template <typename E, typename IdxT, typename I, int D>
+__global__ void __launch_bounds__(kThreads) gather_elems_kernel(const ElemsArgs<IdxT, I, D> a) {
+  with_bad_index_report(a.site, [&](BadIndex& bad) {
+    elems_thread<E>(a, I(blockIdx.x), I(threadIdx.x), I(gridDim.x), bad);
+  });
 }
 
 template <typename U, typename IdxT, typename I, int D>
 __global__ void __launch_bounds__(kThreads) gather_rows_kernel(const RowsArgs<IdxT, I, D> a) {
-  __shared__ int block_claim;
-  if (threadIdx.x == 0) block_claim = 0;
-  __syncthreads();
-  BadIndex bad;
-  rows_thread<U>(a, I(blockIdx.x), I(threadIdx.x), I(gridDim.x), bad);
-  if (bad.any) report_bad_index(&block_claim, a.site, bad);
+  with_bad_index_report(a.site, [&](BadIndex& bad) {
+    rows_thread<U>(a, I(blockIdx.x), I(threadIdx.x), I(gridDim.x), bad);
+  });
 }
 
 struct CudaRunner {
@@ -71,14 +79,18 @@ struct CudaRunner {
 
 Status gather_cuda(const GatherArgs& args, void* stream, ErrorDetail* err) {
   GatherPlan plan;
-  Status st = plan_gather(args, &plan, err);
+  const Status st = plan_gather(args, &plan, err);
   if (st != Status::kOk) return st;
+  return gather_cuda(args, plan, stream, err);
+}
+
+Status gather_cuda(const GatherArgs& args, const GatherPlan& plan, void* stream, ErrorDetail* err) {
   if (plan.loop.numel == 0) return Status::kOk;
 
   int device = 0;
   SW_CUDA_TRY(cudaGetDevice(&device), err);
   CudaErrorRecord* rec = nullptr;
-  st = cuda_error_slots(device, &rec, nullptr, err);
+  Status st = cuda_error_slots(device, &rec, nullptr, err);
   if (st != Status::kOk) return st;
 
   const cudaStream_t s = static_cast<cudaStream_t>(stream);

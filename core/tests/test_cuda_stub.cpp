@@ -28,6 +28,10 @@ TEST(CudaEntryPoints, NotCompiledWithoutCuda) {
   EXPECT_EQ(stridewise::gather_cuda(a, nullptr, &e), Status::kNotCompiled);
   EXPECT_EQ(e.status, Status::kNotCompiled);
   EXPECT_FALSE(e.message.empty());
+  e = ErrorDetail{};
+  EXPECT_EQ(stridewise::gather_cuda(a, stridewise::GatherPlan{}, nullptr, &e),
+            Status::kNotCompiled);
+  EXPECT_EQ(e.status, Status::kNotCompiled);
   EXPECT_EQ(stridewise::cuda_poll_errors(0, nullptr, &e), Status::kNotCompiled);
   stridewise::CudaErrorRecord dummy_rec{};
   int32_t dummy_claim = 0;

@@ -24,7 +24,9 @@ std::vector<unsigned char> bytes_of(const TestTensor& t) {
 }
 
 // Runs gather_cpu with `ex` and compares every byte of out's storage with the reference.
-void run_and_check(GatherCase& c, const CpuExecutor& ex, const char* ex_name) {
+// `planned`: through the plan-taking entry point, with the plan made here first.
+void run_and_check(GatherCase& c, const CpuExecutor& ex, const char* ex_name,
+                   bool planned = false) {
   SCOPED_TRACE(std::string(ex_name) + ":" + c.describe());
   poison(c.out);
   const std::vector<unsigned char> self_before = bytes_of(c.self), index_before = bytes_of(c.index);
@@ -33,7 +35,11 @@ void run_and_check(GatherCase& c, const CpuExecutor& ex, const char* ex_name) {
       reference_gather(c.out.view, c.self.view, c.index.view, c.dim, c.out.base(),
                        c.out.storage_bytes(), out_before.data());
   ErrorDetail err;
-  const Status s = gather_cpu(c.args(), ex, &err);
+  stridewise::GatherPlan plan;
+  if (planned) {
+    ASSERT_EQ(stridewise::plan_gather(c.args(), &plan, &err), Status::kOk) << err.message;
+  }
+  const Status s = planned ? gather_cpu(c.args(), plan, ex, &err) : gather_cpu(c.args(), ex, &err);
   ASSERT_EQ(s, Status::kOk) << err.message;
   ASSERT_EQ(diff_bytes(c.out.base(), want.data(), want.size()), "");
   ASSERT_EQ(diff_bytes(c.self.base(), self_before.data(), self_before.size()), "")
@@ -47,6 +53,7 @@ void run_all_executors(GatherCase& c, uint64_t seed) {
   run_and_check(c, stridewise::default_cpu_executor(), "default");
   const ChunkyExec chunky(seed, 7, 3);
   run_and_check(c, chunky.exec(), "chunky");
+  run_and_check(c, chunky.exec(), "chunky, planned", /*planned=*/true);
 }
 
 class GatherCpuRandom : public ::testing::TestWithParam<std::tuple<DType, DType>> {};

@@ -50,10 +50,20 @@ Status plan_gather(const GatherArgs& args, GatherPlan* plan, ErrorDetail* err);
 // Largest power-of-two vector width (in elements, up to 16 bytes) the plan allows.
 int pick_gather_vec(const GatherArgs& args, const GatherPlan& plan, int max_bytes);
 
+// Each entry point comes in two forms. The convenience form plans (plan_gather) and then
+// runs the plan-taking form. The plan-taking form is for callers that planned already (the
+// torch adapter plans once per call for its statistics): it requires `plan` to be the
+// result of a successful plan_gather(args, ...) on these very args -- same views, data
+// pointers and dim -- and does not validate again; any other plan may address memory
+// outside the operands.
+
 Status gather_cpu(const GatherArgs& args, const CpuExecutor& exec, ErrorDetail* err);
+Status gather_cpu(const GatherArgs& args, const GatherPlan& plan, const CpuExecutor& exec,
+                  ErrorDetail* err);
 
 // `stream` is a cudaStream_t (void* keeps this header free of CUDA). Asynchronous: returns
 // after the launch. Returns kNotCompiled in builds without CUDA.
 Status gather_cuda(const GatherArgs& args, void* stream, ErrorDetail* err);
+Status gather_cuda(const GatherArgs& args, const GatherPlan& plan, void* stream, ErrorDetail* err);
 
 }  // namespace stridewise

@@ -108,7 +108,9 @@ std::string status_str(Status s, const ErrorDetail& e) {
     return ::testing::AssertionFailure()
            << "device copy: " << cudaGetErrorString(d.status()) << where;
   ErrorDetail e;
-  Status st = stridewise::gather_cuda(d.args(), stream, &e);
+  stridewise::GatherPlan plan;  // the plan-taking form, as the adapter calls it
+  Status st = stridewise::plan_gather(d.args(), &plan, &e);
+  if (st == Status::kOk) st = stridewise::gather_cuda(d.args(), plan, stream, &e);
   if (st != Status::kOk)
     return ::testing::AssertionFailure() << "gather_cuda: " << status_str(st, e) << where;
   const cudaError_t ce = cudaStreamSynchronize(stream);

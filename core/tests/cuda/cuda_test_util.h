@@ -68,7 +68,8 @@ struct DeviceCase {
 // range are left as they were (the CUDA contract), and counted in *bad when non-null.
 std::vector<unsigned char> reference_out(const swt::GatherCase& c, int64_t* bad = nullptr);
 
-// Copies c to the device (with the given byte shifts), runs gather_cuda on `stream`,
+// Copies c to the device (with the given byte shifts), plans and runs the plan-taking
+// gather_cuda on `stream` (the convenience form is covered by test_cuda_errors.cpp),
 // synchronizes, polls, and compares the whole out storage (so writes outside the view are
 // caught too) with reference_out. The failure message carries c.describe() and the seed.
 ::testing::AssertionResult gather_matches(const swt::GatherCase& c, cudaStream_t stream,

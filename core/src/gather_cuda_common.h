@@ -1,0 +1,155 @@
+// Building blocks shared by the CUDA gather kernels (gather_cuda_impl.h, gather_cuda_tile.h):
+// launch constants, copy units, the bad-index report types, the 32-bit offset rule and the
+// template dispatch helpers. Host and device compilable; no __global__ code, no CUDA
+// runtime calls (the host emulation test includes it).
+#pragma once
+
+#include <vector_types.h>  // uint4
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <type_traits>
+
+#include "stridewise/cuda_errors.h"
+#include "stridewise/gather.h"
+#include "stridewise/offset_calc.h"
+
+#if defined(__CUDA_ARCH__)
+#define SW_LDG(p) __ldg(p)  // read-only path: self and index never alias out (contract)
+#define SW_HOST_ZERO(arr)
+#else
+#define SW_LDG(p) (*(p))
+// Host compilers cannot see that each buf[u] is read only under the predicate that wrote
+// it (-Wmaybe-uninitialized); the device pass keeps the registers uninitialized.
+#define SW_HOST_ZERO(arr) \
+  for (auto& x_ : arr) x_ = {}
+#endif
+
+namespace stridewise {
+namespace cuda_gather {
+
+constexpr int kThreads = 256;                     // threads per block, every kernel
+constexpr int kUnroll = 4;                        // independent elements/units per thread
+constexpr int kMaxGroup = 32;                     // rows: at most one warp per row tile
+constexpr int64_t kMaxBlocks = int64_t(1) << 20;  // grid cap; bodies grid-stride past it
+constexpr int64_t kI32Max = std::numeric_limits<int32_t>::max();
+
+// Copy units: kernels move bytes, never interpret them (per size, not per dtype).
+template <int B>
+struct UnitOf;
+template <>
+struct UnitOf<1> {
+  using type = unsigned char;
+};
+template <>
+struct UnitOf<2> {
+  using type = unsigned short;
+};
+template <>
+struct UnitOf<4> {
+  using type = unsigned int;
+};
+template <>
+struct UnitOf<8> {
+  using type = unsigned long long;
+};
+template <>
+struct UnitOf<16> {
+  using type = uint4;
+};
+
+template <typename T>
+struct Tag {
+  using type = T;
+};
+
+// Where a bad index is reported. `size` is self.sizes[dim]: valid values are [0, size).
+struct ErrorSite {
+  CudaErrorRecord* rec;  // device view of this device's mapped record (null when emulated)
+  int64_t dim;
+  int64_t size;
+};
+
+// The first bad index value one thread met, and its position in plan order.
+struct BadIndex {
+  bool any = false;
+  int64_t value = 0;
+  int64_t position = 0;
+};
+
+// ---- host side: offset width and template dispatch -------------------------------------
+
+// acc += (n - 1) * stride; false once acc would pass 2^31 - 1 (checked before multiplying).
+inline bool add_span(int64_t& acc, int64_t n, int64_t stride) {
+  if (n <= 1 || stride == 0) return true;
+  if (stride < 0 || stride > (kI32Max - acc) / (n - 1)) return false;
+  acc += (n - 1) * stride;
+  return true;
+}
+
+// True when every offset `loop` forms for every operand, plus self's reach through index
+// values and `extra` units past each out/self run start, fits 31 bits.
+inline bool fits_u32(const LoopPlan<3>& loop, int64_t dim_size, int64_t self_dim_stride,
+                     int64_t extra) {
+  if (extra > kI32Max) return false;
+  for (int k = 0; k < 3; ++k) {
+    int64_t acc = k == kGatherIndex ? 0 : extra;
+    for (int d = 0; d < loop.rank; ++d)
+      if (!add_span(acc, loop.sizes[d], loop.strides[k][d])) return false;
+    if (k == kGatherSelf && !add_span(acc, dim_size, self_dim_stride)) return false;
+  }
+  return true;
+}
+
+inline int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+// Largest power of two <= 16 dividing x (x == 0: 16).
+inline int pow2_unit(uint64_t x) {
+  int g = 16;
+  while (x % static_cast<uint64_t>(g) != 0) g /= 2;
+  return g;
+}
+
+inline uint64_t addr(const void* p) {
+  return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p));
+}
+
+// Smallest OffsetCalculator capacity that holds `rank` dims.
+template <typename F>
+Status with_dims(int rank, F&& f) {
+  if (rank <= 4) return f(std::integral_constant<int, 4>{});
+  if (rank <= 12) return f(std::integral_constant<int, 12>{});
+  if (rank <= 25) return f(std::integral_constant<int, 25>{});
+  return f(std::integral_constant<int, kMaxRank>{});
+}
+
+template <typename F>
+Status with_index_offset(bool idx64, bool u32, F&& f) {
+  if (idx64) return u32 ? f(Tag<int64_t>{}, Tag<uint32_t>{}) : f(Tag<int64_t>{}, Tag<int64_t>{});
+  return u32 ? f(Tag<int32_t>{}, Tag<uint32_t>{}) : f(Tag<int32_t>{}, Tag<int64_t>{});
+}
+
+template <typename F>
+Status with_unit(int bytes, F&& f) {
+  switch (bytes) {
+    case 1:
+      return f(Tag<UnitOf<1>::type>{});
+    case 2:
+      return f(Tag<UnitOf<2>::type>{});
+    case 4:
+      return f(Tag<UnitOf<4>::type>{});
+    case 8:
+      return f(Tag<UnitOf<8>::type>{});
+    case 16:
+      return f(Tag<UnitOf<16>::type>{});
+    default:
+      return Status::kUnsupported;
+  }
+}
+
+}  // namespace cuda_gather
+}  // namespace stridewise
