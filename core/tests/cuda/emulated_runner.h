@@ -62,23 +62,29 @@ struct HostRunner {
     launch.group = 1 << a.group_shift;
     launch.tiles_per_row = int64_t(a.tiles_per_row.divisor);
     if (execute) expect_aligned(a.out, a.self, sizeof(U));
-    const unsigned g = grid(blocks);
-    for (unsigned b = 0; execute && b < g; ++b)
-      for (unsigned t = 0; t < unsigned(cg::kThreads); ++t) {
-        cg::BadIndex bad;
-        cg::rows_thread<U>(a, I(b), I(t), I(g), bad);
-        if (bad.any && !first.any) first = bad;
-      }
+    each_thread(blocks, [&](unsigned b, unsigned t, unsigned g, cg::BadIndex& bad) {
+      cg::rows_thread<U>(a, I(b), I(t), I(g), bad);
+    });
   }
   template <typename E, typename IdxT, typename I, int D>
   void elems(const cg::ElemsArgs<IdxT, I, D>& a, unsigned blocks) {
     launch = launch_of<IdxT, I, D>("elems", int(sizeof(E)), blocks);
     if (execute) expect_aligned(a.out, a.self, sizeof(E));
+    each_thread(blocks, [&](unsigned b, unsigned t, unsigned g, cg::BadIndex& bad) {
+      cg::elems_thread<E>(a, I(b), I(t), I(g), bad);
+    });
+  }
+
+ private:
+  // Runs body(block, thread, grid, bad) for every thread of the (capped) grid, in order, and
+  // keeps the first bad index any thread reports.
+  template <typename F>
+  void each_thread(unsigned blocks, F&& body) {
     const unsigned g = grid(blocks);
     for (unsigned b = 0; execute && b < g; ++b)
       for (unsigned t = 0; t < unsigned(cg::kThreads); ++t) {
         cg::BadIndex bad;
-        cg::elems_thread<E>(a, I(b), I(t), I(g), bad);
+        body(b, t, g, bad);
         if (bad.any && !first.any) first = bad;
       }
   }
