@@ -185,16 +185,24 @@ def _offs(t, cs, skip_dim=None, base=True):
 # gather / scatter_add
 
 
-def _gather_into(self, dim, index, out):
-    _check_index(index, "gather")
-    dim = dim % max(self.dim(), 1)
-    n = self.size(dim) if self.dim() else 1
+def _along_dim(index, target, dim, op):
+    """The walk gather and scatter_add share: index positions in chunks, as (linear position,
+    coordinates, the same coordinates with `dim` replaced by the index value, mask of the good
+    values or None). `target` is the tensor the index values address."""
+    _check_index(index, op)
+    dim = dim % max(target.dim(), 1)
+    n = target.size(dim) if target.dim() else 1
     for s, e in _iter(index.numel()):
         lin = _lin(s, e, index.device)
         cs = _cs(index, lin)
-        v, ok = _read_index(index, lin, cs, n, "gather", dim)
-        cs_self = list(cs)
-        cs_self[dim] = v
+        v, ok = _read_index(index, lin, cs, n, op, dim)
+        cs_t = list(cs)
+        cs_t[dim] = v
+        yield lin, cs, cs_t, ok
+
+
+def _gather_into(self, dim, index, out):
+    for lin, cs, cs_self, ok in _along_dim(index, self, dim, "gather"):
         soff = _offs(self, cs_self, base=_self_base())
         ooff = out.storage_offset() + lin if FAULT == "out_strides" else _offs(out, cs)
         if ok is not None:
@@ -218,16 +226,8 @@ def gather_out(self, dim, index, sparse_grad=False, *, out):
 
 
 def _scatter_add_into(target, dim, index, src):
-    _check_index(index, "scatter_add")
-    dim = dim % max(target.dim(), 1)
-    n = target.size(dim) if target.dim() else 1
-    for s, e in _iter(index.numel()):
-        lin = _lin(s, e, index.device)
-        cs = _cs(index, lin)
-        v, ok = _read_index(index, lin, cs, n, "scatter_add", dim)
+    for _, cs, cs_t, ok in _along_dim(index, target, dim, "scatter_add"):
         roff = _offs(src, cs)
-        cs_t = list(cs)
-        cs_t[dim] = v
         toff = _offs(target, cs_t, base=_self_base())
         if ok is not None:
             roff, toff = roff[ok], toff[ok]
