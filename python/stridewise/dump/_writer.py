@@ -112,14 +112,7 @@ class ShardWriter:
         return self._name, offset, nbytes
 
     def _close_current(self) -> None:
-        if self._fd is None:
-            return
-        try:
-            if self.fsync != "never":
-                os.fsync(self._fd)
-        finally:
-            os.close(self._fd)
-            self._fd = None
+        _sync_close(self)
 
     def close(self) -> None:
         self._close_current()
@@ -140,13 +133,20 @@ class IndexWriter:
             os.fsync(self._fd)
 
     def close(self) -> None:
-        if self._fd is not None:
-            try:
-                if self.fsync != "never":
-                    os.fsync(self._fd)
-            finally:
-                os.close(self._fd)
-                self._fd = None
+        _sync_close(self)
+
+
+def _sync_close(w) -> None:
+    """Closes a writer's open file (w._fd, None when closed), fsyncing it first unless
+    w.fsync is "never"; the descriptor is closed even when fsync fails."""
+    if w._fd is None:
+        return
+    try:
+        if w.fsync != "never":
+            os.fsync(w._fd)
+    finally:
+        os.close(w._fd)
+        w._fd = None
 
 
 def pwrite_or_write(fd: int, data: bytes) -> None:
