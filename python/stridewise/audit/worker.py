@@ -101,8 +101,9 @@ def execute(spec, case, device: torch.device, alloc=None) -> dict:
             try:
                 synchronize(device)
             except Exception as e2:  # noqa: BLE001
-                if classify_error(e2, device):
-                    kind, e = classify_error(e2, device), e2
+                kind2 = classify_error(e2, device)
+                if kind2:
+                    kind, e = kind2, e2
         ans = {"ok": False, "exc_type": type(e).__name__, "exc_msg": str(e)[:2000]}
         if kind == "device-assert":
             ans["fatal"] = "device-assert"
