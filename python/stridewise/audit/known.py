@@ -108,6 +108,31 @@ def _index_reduce_prod_scalar_slice(built) -> bool:
     return all(sz == 1 or st == 0 for k, (sz, st) in enumerate(zip(src.shape, src.stride())) if k != dim)
 
 
+def _gather_expanded_int32_index(built) -> bool:
+    """ATen CPU gather (func and out) with an int32 index in its 'expanded index' layout: dim 0,
+    the index of stride 1 (or size 1) on dim 0 and stride 0 (or size 1) on every other dim,
+    self floating, contiguous, of rank >= 2 and the index's size on every dim >= 1. Found by
+    this audit (torch 2.13.0+cpu); every one of the seven conditions was seen necessary over
+    30,000 random layouts (tests/test_audit_triage.py checks the conditions against native CPU). There the kernel
+    steps through the int32 index as if its elements were 8 bytes wide: element i is read from
+    int32 element 2*i, past the index's storage from i = n/2 on (the seed's bug class)."""
+    t = built.tensors
+    idx, self_ = t.get("idx"), t.get("self")
+    dim = built.scalars.get("dim")
+    if not isinstance(idx, torch.Tensor) or self_ is None or dim is None:
+        return False
+    if idx.dtype != torch.int32 or self_.dim() < 2 or idx.dim() != self_.dim():
+        return False
+    if dim % self_.dim() != 0 or not self_.dtype.is_floating_point or not self_.is_contiguous():
+        return False
+    st, sz = idx.stride(), idx.shape
+    if not (st[0] == 1 or sz[0] == 1):
+        return False
+    if any(st[d] != 0 and sz[d] != 1 for d in range(1, idx.dim())):
+        return False
+    return all(self_.size(d) == sz[d] for d in range(1, idx.dim()))
+
+
 KNOWN = [
     KnownIssue(
         "aten-cpu-expanded-index-scatter",
@@ -135,6 +160,15 @@ KNOWN = [
         "from float32 copies instead",
         ("index_reduce",), ("cpu",), _index_reduce_prod_scalar_slice,
         reasons=("spurious-error", "error-type"), raises=r"INTERNAL ASSERT FAILED"),
+    KnownIssue(
+        "aten-cpu-gather-expanded-int32-index",
+        "ATen CPU gather with an int32 index expanded along dims >= 1 (stride 1 on dim 0, 0 "
+        "elsewhere), dim 0, self floating and contiguous with the index's size on dims >= 1: the "
+        "index is stepped through as if its elements were 8 bytes, so element i is read from "
+        "int32 element 2*i, past the index's storage for the second half (minimal repro: "
+        "torch.gather(torch.arange(8.).reshape(2, 4), 0, torch.tensor([1, 0, 1], "
+        "dtype=torch.int32).as_strided((3, 4), (1, 0)))[:, 0] gives [4, 4, 4], not [4, 0, 4])",
+        ("gather",), ("cpu",), _gather_expanded_int32_index, reasons=("values",)),
 ]
 
 
