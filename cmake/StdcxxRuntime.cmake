@@ -12,7 +12,8 @@
 # -lstdc++_nonshared)`.
 # Remedy: link the runtime's own libstdc++.so.6 (the one `python3 -c 'import torch'` maps)
 # ahead of the compiler's default -lstdc++, so no archive member is needed. A post-build check
-# fails the build if runtime internals still ended up in the library.
+# (sw_check_runtime, cmake/CheckRuntime.cmake) fails the build and renames the library if
+# runtime internals still ended up in it.
 function(sw_use_shared_stdcxx target)
   execute_process(
     COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libstdc++.so
@@ -41,13 +42,22 @@ function(sw_use_shared_stdcxx target)
                       "runtime libstdc++ was not found; C++ runtime parts may be copied into ${target}")
     endif()
   endif()
-  find_program(SW_NM nm)
-  if(SW_NM)
-    add_custom_command(TARGET ${target} POST_BUILD
-      COMMAND sh -c "! { '${SW_NM}' -C --defined-only \"$0\"; '${SW_NM}' -C -D --defined-only \"$0\"; } 2>/dev/null\
- | grep -q 'std::codecvt<char16_t, char'\
- || { echo 'stridewise: C++ runtime internals were linked into' \"$0\" '(see cmake/StdcxxRuntime.cmake)'; exit 1; }"
-              $<TARGET_FILE:${target}>
-      VERBATIM)
+  sw_check_runtime(${target})
+endfunction()
+
+# sw_check_runtime(TARGET): after every link of TARGET, run cmake/CheckRuntime.cmake on it
+# (one C++ runtime and, with CUDA, one CUDA runtime in the process; else the library is
+# renamed to *.rejected and the build fails).
+function(sw_check_runtime target)
+  set(_cuda OFF)
+  if(SW_HAVE_CUDA)
+    set(_cuda ON)
   endif()
+  if(NOT CMAKE_NM OR NOT CMAKE_OBJDUMP)
+    message(FATAL_ERROR "stridewise: nm and objdump (binutils) are needed for the runtime check")
+  endif()
+  add_custom_command(TARGET ${target} POST_BUILD
+    COMMAND ${CMAKE_COMMAND} -DLIB=$<TARGET_FILE:${target}> -DNM=${CMAKE_NM}
+            -DOBJDUMP=${CMAKE_OBJDUMP} -DCUDA=${_cuda} -P ${PROJECT_SOURCE_DIR}/cmake/CheckRuntime.cmake
+    VERBATIM)
 endfunction()
