@@ -20,6 +20,12 @@ DeviceTensor::DeviceTensor(const swt::TestTensor& t, size_t byte_shift)
   alloc_ = static_cast<unsigned char*>(p);
   base_ = alloc_ + byte_shift;
   if (bytes_ > 0) status_ = cudaMemcpy(base_, t.base(), bytes_, cudaMemcpyHostToDevice);
+  // From pageable memory, cudaMemcpy returns once the data is staged, before the DMA into
+  // the buffer has finished, and it runs on the legacy default stream, which does not order
+  // the tests' non-blocking streams. Without this wait a kernel could write out before the
+  // tail of out's poisoned upload landed on top of it (seen on the H200, 2026-12-01: the last
+  // 69760 bytes of a 787200-byte complex128 out kept their poison).
+  if (status_ == cudaSuccess) status_ = cudaDeviceSynchronize();
   const auto* host_data = static_cast<const unsigned char*>(t.view.data);
   view_.data = base_ + (host_data - t.base());
 }
@@ -92,6 +98,46 @@ std::vector<unsigned char> reference_out(const swt::GatherCase& c, int64_t* bad)
     }
   }
   return out;
+}
+
+swt::GatherCase make_case(swt::Rng& rng, stridewise::DType dt, stridewise::DType it, int64_t dim,
+                          std::vector<int64_t> ssz, std::vector<int64_t> sst, int64_t soff,
+                          std::vector<int64_t> isz, std::vector<int64_t> ist,
+                          std::vector<int64_t> ost, int64_t ooff) {
+  swt::GatherCase c;
+  c.dim = dim;
+  c.self = swt::make_tensor(dt, ssz, sst, soff);
+  c.index = swt::make_tensor(it, isz, ist, 0);
+  c.out = swt::make_tensor(dt, isz, ost, ooff);
+  swt::fill_random_bytes(rng, c.self);
+  const int64_t hi = ssz.empty() ? 1 : ssz[static_cast<size_t>(dim)];
+  swt::fill_index(rng, c.index, 0, std::max<int64_t>(hi - 1, 0));
+  swt::poison(c.out);
+  return c;
+}
+
+void rows_path_cases(
+    swt::Rng& rng, const std::function<void(swt::GatherCase&, size_t, const std::string&)>& visit) {
+  using stridewise::DType;
+  const int64_t B = 3, N = 5, K = 4;
+  const int64_t row_lens[] = {1, 2, 3, 7, 8, 24, 64, 100, 384, 1024, 4100};
+  for (DType dt : kDataTypes) {
+    const int es = stridewise::elem_size(dt);
+    for (int64_t D : row_lens) {
+      for (int64_t pad : {int64_t(0), int64_t(1), int64_t(8)}) {
+        const int64_t soff = pad == 1 ? 1 : 0;  // storage offset lowers self's alignment
+        swt::GatherCase c =
+            make_case(rng, dt, pad == 8 ? DType::kInt32 : DType::kInt64, 1, {B, N, D},
+                      {N * D, D, 1}, soff, {B, K, D}, {K, 1, 0}, {K * (D + pad), D + pad, 1}, pad);
+        const std::string what = std::string(stridewise::dtype_name(dt)) + " D " +
+                                 std::to_string(D) + " pad " + std::to_string(pad);
+        // Shifted first: a host emulation writes the unshifted case's out in place.
+        const size_t shift = es > 1 ? size_t(es) / 2 : 0;  // breaks element alignment
+        if (shift) visit(c, shift, what + " shift " + std::to_string(shift));
+        visit(c, 0, what);
+      }
+    }
+  }
 }
 
 std::string status_str(Status s, const ErrorDetail& e) {

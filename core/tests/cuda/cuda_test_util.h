@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,26 @@ struct DeviceCase {
   DeviceTensor self, index, out;
   int64_t dim;
 };
+
+// One dtype per element size: 1, 2, 4, 8, 16 bytes.
+constexpr stridewise::DType kDataTypes[] = {
+    stridewise::DType::kUInt8, stridewise::DType::kFloat16, stridewise::DType::kFloat32,
+    stridewise::DType::kFloat64, stridewise::DType::kComplex128};
+
+// A gather case over explicit layouts (sizes, strides in elements, storage offsets): self
+// random bytes, index values uniform in [0, size on dim), out poisoned.
+swt::GatherCase make_case(swt::Rng& rng, stridewise::DType dt, stridewise::DType it, int64_t dim,
+                          std::vector<int64_t> ssz, std::vector<int64_t> sst, int64_t soff,
+                          std::vector<int64_t> isz, std::vector<int64_t> ist,
+                          std::vector<int64_t> ost, int64_t ooff);
+
+// The expanded-index family (B,K,1) -> (B,K,D), dim 1: rows of D elements, one index value
+// each. Row lengths cover unit widths 1..16 bytes, tails (D not a multiple of the vector
+// width), long rows (several tiles per row), padded out rows, and base shifts that lower
+// (or break) the alignment the unit width depends on. visit(case, byte shift of out and
+// self, description) is called once per variant; the GPU test and its host twin share it.
+void rows_path_cases(
+    swt::Rng& rng, const std::function<void(swt::GatherCase&, size_t, const std::string&)>& visit);
 
 // Expected out storage after the gather: the poisoned storage with every out element
 // written, walking logical coordinates with an odometer (no division per element, so it

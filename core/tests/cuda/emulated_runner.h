@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_test_util.h"  // kDataTypes, make_case
 #include "gather_cuda_impl.h"
 #include "test_util.h"
 
@@ -116,10 +117,5 @@ Launch dispatch_of(stridewise::DType dt, std::initializer_list<int64_t> ssz,
 
 // The same for real views (nothing is touched either).
 Launch dispatch_of(const stridewise::GatherArgs& args);
-
-// One dtype per element size: 1, 2, 4, 8, 16 bytes.
-constexpr stridewise::DType kDataTypes[] = {
-    stridewise::DType::kUInt8, stridewise::DType::kFloat16, stridewise::DType::kFloat32,
-    stridewise::DType::kFloat64, stridewise::DType::kComplex128};
 
 }  // namespace swct

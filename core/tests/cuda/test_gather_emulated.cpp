@@ -46,6 +46,18 @@ TEST(GatherEmulated, RandomLayoutsEveryRankBucket) {
   }
 }
 
+// Host twin of GatherCuda.RowsPathShapesAndUnits: the same cases through the same bodies,
+// every block and thread. (The GPU test failed on the H200 on 2026-12-01 with the tail of a
+// 4100-element complex128 case unwritten while this passed: the fault was the GPU test's
+// upload racing its kernel, see DeviceTensor.)
+TEST(GatherEmulated, RowsPathShapesAndUnits) {
+  const uint64_t seed = swt::test_seed();
+  swt::Rng rng(seed);
+  rows_path_cases(rng, [&](GatherCase& c, size_t shift, const std::string& what) {
+    EXPECT_TRUE(emulated_matches(c, shift, shift, seed)) << what;
+  });
+}
+
 // One stored index value made bad: every out element that reads it keeps its poison, and
 // the report names that value.
 TEST(GatherEmulated, BadValueSkipsExactlyItsElements) {

@@ -164,6 +164,8 @@ TEST_F(GuardedMemory, GatherReadsOnlyTheExpandedIndexStorage) {
   SWCT_CUDA_OK(cudaMalloc(&out, out_h.size() * 4));
   SWCT_CUDA_OK(cudaMemcpy(self, self_h.data(), self_h.size() * 2, cudaMemcpyHostToDevice));
   SWCT_CUDA_OK(cudaMemset(out, 0xAB, out_h.size() * 4));
+  // Set-up ran on the legacy stream, which does not order the non-blocking stream_.
+  SWCT_CUDA_OK(cudaDeviceSynchronize());
   GatherArgs a;
   a.dim = 1;
   a.self = stridewise::make_view(self, DType::kFloat16, {kB, kN, kD}, {kN * kD, kD, 1});
@@ -184,6 +186,8 @@ TEST_F(GuardedMemory, GatherReadsOnlyTheExpandedIndexStorage) {
   for (auto& x : s2) x = static_cast<float>(rng() % 1000);
   SWCT_CUDA_OK(cudaMemcpy(self, s2.data(), s2.size() * 4, cudaMemcpyHostToDevice));
   SWCT_CUDA_OK(cudaMemset(out, 0xAB, o2.size() * 4));
+  // Set-up ran on the legacy stream, which does not order the non-blocking stream_.
+  SWCT_CUDA_OK(cudaDeviceSynchronize());
   a.dim = 0;
   a.self = stridewise::make_view(self, DType::kFloat32, {kN, 4}, {4, 1});
   a.index = stridewise::make_view(const_cast<int64_t*>(idx), DType::kInt64, {kD, 4}, {0, 1});
