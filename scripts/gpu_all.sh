@@ -1,11 +1,24 @@
 #!/usr/bin/env bash
-# The one device-machine script: build with the machine's CUDA torch, run the C++ and Python
-# tests on CUDA, run the CUDA tests under compute-sanitizer memcheck (caching allocator off),
-# run the benchmarks and the audit. Each phase's full log goes under $OUT (as one tarball plus
-# a summary, because the device tool returns at most 8 files).
+# The one device-machine script: build with the machine's CUDA torch, benchmark alone on the
+# GPU, then the C++ and Python tests on CUDA, compute-sanitizer (memcheck over every CUDA test
+# file with PyTorch's caching allocator off; racecheck over the kernels that use shared
+# memory), the demo with its bad-index step, and the audit of stridewise's CUDA gather under
+# guard pages in both check modes. Each phase's full log goes to build-gpu/logs/, and a
+# tarball of them plus the summary to $OUT (the device tool returns at most 8 files).
 #
-#   scripts/gpu_all.sh [phase ...]     phases: build ctest pytest sanitize bench audit demo diag triage
-#   (no phase = all)
+#   scripts/gpu_all.sh [phase ...]    (no phase = all, in the order below)
+#   phases: toolchain build bench ctest demo diag pytest sanitize racecheck audit altbuild triage
+#
+# Contract: a failed build stops the run (later phases are listed as not run, and nothing
+# runs against a library that a failed link left behind); the summary lists every phase with
+# its exit code; the script exits 1 when any phase failed. scripts/gpu_detached.sh runs it
+# detached from the device tool's call, so it outlives the call.
+#
+# Environment: OUT (default ./out), PYTEST_ARGS (default: every test file but the audit's,
+# which run after, in parallel), BENCH_ARGS,
+# AUDIT_MATRIX (default quick), STRIDEWISE_COMPARE (sw-compare binary for the dump tests;
+# the image has no fmt/CLI11/nlohmann-json to build it: carry one built here, see docs).
+{  # read the whole script before running it: the tool re-copies the tree between calls
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -13,87 +26,159 @@ OUT=${OUT:-$ROOT/out}
 LOG=$ROOT/build-gpu/logs
 mkdir -p "$OUT" "$LOG"
 export PYTHONPATH=$ROOT/python PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-PHASES=${*:-build ctest pytest sanitize bench audit demo}
-SUMMARY=$OUT/summary.txt
+ALL="toolchain build bench ctest demo diag pytest sanitize racecheck audit"
+PHASES=${*:-$ALL}
+SUMMARY=$LOG/summary.txt
 : >"$SUMMARY"
+PY=$(command -v python3)
+# sw-compare for the dump tests: a carried build (.devcarry/, see the header) unless given.
+[[ -z ${STRIDEWISE_COMPARE:-} && -x .devcarry/sw-compare.sh ]] && export STRIDEWISE_COMPARE=$ROOT/.devcarry/sw-compare.sh
+CUDA_TESTS=build-gpu/core/tests/cuda/stridewise_cuda_tests
+failed=0
+stop=""
 
 note() { echo "$*" | tee -a "$SUMMARY"; }
-run_phase() {  # run_phase NAME CMD...: log to $LOG/NAME.log, record rc and duration
-  local name=$1; shift
+pack() {  # logs + summary to $OUT after every phase: a call cut off still returns them
+  cp -f "$SUMMARY" "$OUT"/ 2>/dev/null
+  cp -f "$LOG"/bench_gather.md "$OUT"/ 2>/dev/null
+  tar -czf "$OUT/logs.tar.gz" -C "$ROOT/build-gpu" logs 2>/dev/null
+}
+run_phase() {  # run_phase NAME LIMIT_S CMD...: log to $LOG/NAME.log, record rc and duration
+  local name=$1 limit=$2
+  shift 2
   local t0=$(date +%s)
-  echo "=== $name: $*" >"$LOG/$name.log"
-  ( "$@" ) >>"$LOG/$name.log" 2>&1
+  echo "=== $name ($(date -u +%T)): $*" >"$LOG/$name.log"
+  timeout --kill-after=10 "$limit" "$@" >>"$LOG/$name.log" 2>&1
   local rc=$?
-  note "$(printf '%-10s rc=%-3s %4ss' "$name" "$rc" $(( $(date +%s) - t0 )))"
-  tail -n 25 "$LOG/$name.log"
-  # Refresh the tarball after every phase: a command cut off by its time limit still returns
-  # the logs of the phases that finished.
-  cp -f "$OUT"/bench_gather.* "$LOG"/ 2>/dev/null
-  tar -czf "$OUT/logs.tar.gz" -C "$ROOT/build-gpu" logs
+  ((rc == 124)) && echo "=== $name: killed after ${limit}s" >>"$LOG/$name.log"
+  note "$(printf '%-10s rc=%-3s %4ss' "$name" "$rc" $(($(date +%s) - t0)))"
+  tail -n 15 "$LOG/$name.log"
+  ((rc == 0)) || failed=1
+  pack
+  return $rc
+}
+
+phase_toolchain() {  # what decides the link: compilers, their library dirs, the environment
+  set -x
+  env | grep -E '^(PATH|LIBRARY_PATH|LD_LIBRARY_PATH|CPATH|CC|CXX|CUDAHOSTCXX|CUDACXX|NVCC_[A-Z_]*|CMAKE_[A-Z_]*)=' | sort
+  command -v c++ g++ gcc nvcc cmake python3
+  /usr/bin/g++ --version | head -n1
+  g++ --version | head -n1
+  for cc in g++ /usr/bin/g++; do "$cc" -print-file-name=libstdc++.so; "$cc" -print-search-dirs | sed -n 's/^libraries: =//p' | tr : '\n' | head -n 8; done
+  cmake --version | head -n1
+  nvcc -ccbin=/usr/bin/g++ -v --dryrun -x cu /dev/null -o /tmp/a.out 2>&1 | grep -E '^#\$ (PATH|LIBRARIES)=|g\+\+.*-o "/tmp/a.out"'
+  "$PY" -c 'import torch, torch.utils.cpp_extension as c; print(torch.__version__, torch.version.cuda, c.library_paths())'
+  ls "$("$PY" -c 'import nvidia, os; print(os.path.dirname(nvidia.__path__[0]))')"/nvidia/*/lib 2>/dev/null | grep -E 'cudart|^/' | head
+  true
+}
+
+phase_build() {
+  # No GoogleTest package there: build the copy carried in .gtest (see README).
+  # -Werror stays a CI (gcc 12) gate: gcc 13 raises false positives in torch's headers.
+  # /usr/bin/g++ (the distribution's, with a shared libstdc++) rather than the image's default
+  # /opt/gcc, which has only a static one; cmake/CudaHostLink.cmake and StdcxxRuntime.cmake
+  # make either link right, and cmake/CheckRuntime.cmake fails the build if not.
+  local args=(-S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSW_CUDA=ON -DSW_TORCH=ON
+    -DPython3_EXECUTABLE="$PY")
+  [ -d .gtest/googletest ] && args+=(-DSW_GTEST_SRC="$ROOT/.gtest" -DCMAKE_DISABLE_FIND_PACKAGE_GTest=ON)
+  [ -x /usr/bin/g++ ] && args+=(-DCMAKE_CXX_COMPILER=/usr/bin/g++ -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++)
+  cmake "${args[@]}" || return 1
+  grep -E 'CUDA_HOST_LINK_LAUNCHER|CUDA_IMPLICIT_LINK_DIRECTORIES|CUDA_RUNTIME_LIBRARY_DEFAULT' \
+    build-gpu/CMakeFiles/*/CMakeCUDACompiler.cmake
+  cmake --build build-gpu -j "$(nproc)" || return 1
+  ninja -C build-gpu -t commands "$ROOT/python/stridewise/_lib/libstridewise_torch.so" | tail -n 2
+  objdump -p python/stridewise/_lib/libstridewise_torch.so | grep NEEDED
+  "$PY" -m stridewise info
+}
+
+phase_altbuild() {  # the image's defaults: CXX=/opt/gcc/bin/g++ (no shared libstdc++ to link)
+  # Builds the adapter with whatever compiler the environment names, as a user's plain cmake
+  # would, then exercises the raising path with that library (it replaces build-gpu's).
+  cmake -S . -B build-gpu-alt -G Ninja -DCMAKE_BUILD_TYPE=Release -DSW_CUDA=ON -DSW_TORCH=ON \
+    -DSW_BUILD_TESTS=OFF -DSW_BUILD_TOOLS=OFF -DPython3_EXECUTABLE="$PY" || return 1
+  grep -E 'CMAKE_CXX_COMPILER:|CMAKE_CUDA_HOST_COMPILER:' build-gpu-alt/CMakeCache.txt
+  cmake --build build-gpu-alt -j "$(nproc)" --target stridewise_torch || return 1
+  "$PY" scripts/diag_bad_index.py || return 1
+  "$PY" -m pytest -q -p no:cacheprovider tests/test_native_runtime.py tests/test_gather_cuda_errors.py
+}
+
+phase_sanitize() {  # memcheck over every CUDA test file; the caching allocator would hide OOB
+  export PYTORCH_NO_CUDA_MEMORY_CACHING=1
+  local ms=(compute-sanitizer --tool memcheck --error-exitcode 99 --print-limit 20)
+  local rc=0
+  # Guard/death tests fault on purpose (in a child process); SixtyFourBit maps 4 GiB.
+  "${ms[@]}" "$CUDA_TESTS" --gtest_filter='-*DeathTest*:*Guard*:*SixtyFourBit*:GatherEmulated.*' || rc=1
+  "${ms[@]}" "$PY" -m pytest -q -p no:cacheprovider -x -k cuda \
+    tests/test_gather_layouts.py tests/test_gather_cuda_errors.py tests/test_gather_out.py \
+    tests/test_gather_errors.py tests/test_gather_backward.py tests/test_gather_routing.py \
+    tests/test_gather_guarded.py tests/test_e2e_models.py tests/test_dump_e2e.py || rc=1
+  return $rc
+}
+
+phase_racecheck() {  # the kernels' shared memory: the per-block claim of the bad-index report
+  compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 99 "$CUDA_TESTS" \
+    --gtest_filter='CudaErrors.*:GatherCuda.SeedCase:GatherCuda.RowsPathShapesAndUnits'
+}
+
+phase_audit() {  # stridewise's CUDA gather under guard pages, in both check modes
+  # Deferred mode reports a bad index after the call; --flush runs stridewise.check_errors(True)
+  # after every call so the audit attributes each report to the call that caused it.
+  local rc=0 common=(--device cuda --backend stridewise --ops gather --guard
+    --matrix "${AUDIT_MATRIX:-quick}")
+  STRIDEWISE_CUDA_CHECK=sync "$PY" -m stridewise audit "${common[@]}" \
+    --json "$LOG/audit_sw_sync.json" --repro-dir "$LOG/repro_sync" || rc=1
+  STRIDEWISE_CUDA_CHECK=deferred "$PY" -m stridewise audit "${common[@]}" \
+    --flush 'stridewise:check_errors(True)' \
+    --json "$LOG/audit_sw_deferred.json" --repro-dir "$LOG/repro_deferred" || rc=1
+  return $rc
+}
+
+phase_pytest() {  # the whole suite; the audit files in 4 processes (each audit has workers)
+  local rc=0
+  "$PY" -m pytest -q -rfEs -p no:cacheprovider --timeout=300 --durations=15 \
+    --ignore=tests/test_audit.py --ignore=tests/test_audit_triage.py ${PYTEST_ARGS:-tests} || rc=1
+  "$PY" -m pytest -q -rfEs -p no:cacheprovider --timeout=600 --durations=15 -n 4 \
+    tests/test_audit.py tests/test_audit_triage.py || rc=1
   return $rc
 }
 
 note "date: $(date -u +%FT%TZ)"
 note "gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
-note "torch: $(python3 -c 'import torch;print(torch.__version__, "cuda", torch.version.cuda)')"
+note "torch: $("$PY" -c 'import torch;print(torch.__version__, "cuda", torch.version.cuda)')"
 note "nvcc: $(nvcc --version | tail -n 2 | head -n 1)"
+note "commit: $(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet 2>/dev/null || echo '+dirty')"
+note "phases: $PHASES"
 
 for phase in $PHASES; do
+  if [[ -n $stop ]]; then
+    note "$(printf '%-10s not run (%s)' "$phase" "$stop")"
+    continue
+  fi
   case $phase in
+    toolchain) run_phase toolchain 60 bash -c "$(declare -f phase_toolchain); PY=$PY phase_toolchain" ;;
     build)
-      # No GoogleTest package there: build the copy carried in .gtest (see README, "GPU").
-      # -Werror stays a CI (gcc 12) gate: the device image's gcc 13 raises false positives
-      # (-Warray-bounds) inside torch's own headers.
-      gtest_arg=()
-      [ -d .gtest/googletest ] && gtest_arg=(-DSW_GTEST_SRC=$ROOT/.gtest -DCMAKE_DISABLE_FIND_PACKAGE_GTest=ON)
-      # The image's default g++ (/opt/gcc) links its own static libstdc++ into shared objects;
-      # that private copy's iostreams crash inside a process whose libstdc++ is the system one
-      # (seen 2026-11-29: SIGSEGV in std::codecvt from libstridewise_torch.so). Use the system
-      # compiler when there is one, and check that libstdc++ is linked dynamically.
-      cxx_arg=()
-      [ -x /usr/bin/g++ ] && cxx_arg=(-DCMAKE_CXX_COMPILER=/usr/bin/g++ -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++)
-      run_phase build bash -c "cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
-        -DSW_CUDA=ON -DSW_TORCH=ON ${gtest_arg[*]} ${cxx_arg[*]} && cmake --build build-gpu -j 16 && \
-        ldd python/stridewise/_lib/libstridewise_torch.so | grep -E 'stdc|gomp|cudart' && \
-        ! nm -C --defined-only python/stridewise/_lib/libstridewise_torch.so | grep -q 'std::codecvt<char16_t'" ;;
-    ctest)
-      run_phase ctest ctest --test-dir build-gpu --output-on-failure ;;
-    pytest)
-      run_phase pytest python3 -m pytest -q -rs -p no:cacheprovider ${PYTEST_ARGS:-tests} ;;
+      rm -f python/stridewise/_lib/libstridewise_torch.so  # never test a library left behind
+      run_phase build 900 bash -c "$(declare -f phase_build); ROOT=$ROOT PY=$PY phase_build" ||
+        stop="build failed" ;;
+    bench) run_phase bench 300 "$PY" bench/bench_gather.py ${BENCH_ARGS:-} ;;
+    ctest) run_phase ctest 300 ctest --test-dir build-gpu --output-on-failure ;;
+    demo) run_phase demo 120 "$PY" -m stridewise demo --device cuda ;;
+    diag) run_phase diag 120 "$PY" scripts/diag_bad_index.py ;;
+    pytest) run_phase pytest 900 bash -c "$(declare -f phase_pytest); PY=$PY PYTEST_ARGS='${PYTEST_ARGS:-}' phase_pytest" ;;
     sanitize)
-      # The caching allocator hides out-of-bounds accesses inside its pools: turn it off.
-      # The death/guard tests fault on purpose (in a child process) and are run without it.
-      run_phase sanitize bash -c "
-        export PYTORCH_NO_CUDA_MEMORY_CACHING=1
-        compute-sanitizer --tool memcheck --error-exitcode 99 build-gpu/core/tests/cuda/stridewise_cuda_tests \
-          --gtest_filter=-*DeathTest*:*Guard*:*SixtyFourBit* || exit \$?
-        compute-sanitizer --tool memcheck --error-exitcode 99 python3 -m pytest -q -p no:cacheprovider \
-          tests/test_gather_layouts.py -k 'cuda and (seed or random_strides or edges or optional)' || exit \$?
-        compute-sanitizer --tool memcheck --error-exitcode 99 python3 -m pytest -q -p no:cacheprovider \
-          tests/test_gather_cuda_errors.py || exit \$?
-        compute-sanitizer --tool memcheck --error-exitcode 99 python3 -m pytest -q -p no:cacheprovider \
-          tests/test_gather_out.py tests/test_gather_errors.py tests/test_gather_backward.py \
-          tests/test_gather_routing.py tests/test_e2e_models.py -k cuda"
-      ;;
-    bench)
-      run_phase bench python3 bench/bench_gather.py ${BENCH_ARGS:-} ;;
-    audit)
-      # Sync check mode: the audit asks every call to raise on a bad index; in the default
-      # deferred mode stridewise raises at the next call instead (reported as bad-error).
-      run_phase audit bash -c "STRIDEWISE_CUDA_CHECK=sync python3 -m stridewise audit --device cuda --backend stridewise --ops gather \
-          --guard --json $LOG/audit_cuda_sw.json; \
-        python3 -m stridewise audit --device cuda --matrix ${AUDIT_MATRIX:-quick} --json $LOG/audit_cuda_aten.json" ;;
-    demo)
-      run_phase demo python3 -m stridewise demo --device cuda ;;
-    triage)
-      run_phase triage python3 scripts/triage_aten_cuda.py ;;
-    diag)
-      run_phase diag bash -c "python3 scripts/diag_bad_index.py || \
-        cuda-gdb -batch -ex run -ex bt --args python3 scripts/diag_bad_index.py" ;;
-    *) note "unknown phase $phase" ;;
+      run_phase sanitize 900 bash -c "$(declare -f phase_sanitize); PY=$PY CUDA_TESTS=$CUDA_TESTS phase_sanitize" ;;
+    racecheck) run_phase racecheck 300 bash -c "$(declare -f phase_racecheck); CUDA_TESTS=$CUDA_TESTS phase_racecheck" ;;
+    audit) run_phase audit 600 bash -c "$(declare -f phase_audit); PY=$PY LOG=$LOG phase_audit" ;;
+    altbuild)
+      rm -f python/stridewise/_lib/libstridewise_torch.so
+      run_phase altbuild 600 bash -c "$(declare -f phase_altbuild); PY=$PY phase_altbuild" ;;
+    triage) run_phase triage 300 "$PY" scripts/triage_aten_cuda.py ;;
+    *) note "$(printf '%-10s unknown phase' "$phase")"; failed=1 ;;
   esac
 done
 
-cp -f "$LOG"/bench*.md "$OUT"/ 2>/dev/null || true
-tar -czf "$OUT/logs.tar.gz" -C "$ROOT/build-gpu" logs
+note "result: $( ((failed)) && echo FAILED || echo passed)"
+pack
 cat "$SUMMARY"
+exit "$failed"
+}
