@@ -124,6 +124,22 @@ def _isolate_stridewise(request):
     assert copies == 0, f"stridewise made {copies} copies during {request.node.nodeid}"
 
 
+@pytest.fixture(autouse=True)
+def _cuda_context_alive(request):
+    """A device-side assert (ATen's answer to a bad index on CUDA) leaves the process's CUDA
+    context unusable: every later CUDA test would fail for a reason not its own (seen on the
+    H200, 2026-12-01: one such test, then 1600 failures). Stop the run at the test that lost
+    the context, naming it."""
+    yield
+    if not (HAVE_CUDA and torch.cuda.is_initialized()):
+        return
+    try:
+        torch.cuda.synchronize()
+    except Exception as e:  # noqa: BLE001 - torch.AcceleratorError or RuntimeError by version
+        pytest.exit(f"the CUDA context was lost during {request.node.nodeid}: "
+                    f"{type(e).__name__}: {specs.first_line(str(e))}", returncode=3)
+
+
 @pytest.fixture
 def cuda_check_mode(sw):
     """Restores the CUDA check mode and drains pending CUDA errors after the test."""

@@ -1,6 +1,10 @@
 """End to end: dump a small model's forward and backward twice and compare with sw-compare.
 Native vs native passes (indexing ops bitwise); a perturbed op is named as the first divergent
-op, forward or backward; stridewise-routed vs native is bitwise on every indexing op."""
+op, forward or backward; stridewise-routed vs native is bitwise on every indexing op. Each runs
+on CPU and on CUDA (the model, its inputs and its gradients on the GPU; the dump copies them to
+the host). On CUDA the runs use torch's deterministic algorithms: index_select's backward
+(index_add_) otherwise accumulates with atomics in a varying order, and two native runs would
+differ in rounding."""
 from __future__ import annotations
 
 import sys
@@ -9,6 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from conftest import DEVICES
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "python") not in sys.path:
@@ -52,13 +58,25 @@ class Perturb(TorchDispatchMode):
         return out
 
 
-def run_model(root, seed, perturb=None, routed=None):
+@pytest.fixture(params=DEVICES)
+def device(request, monkeypatch):
+    if request.param == "cuda":
+        monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS
+        prev = torch.are_deterministic_algorithms_enabled()
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        yield request.param
+        torch.use_deterministic_algorithms(prev)
+    else:
+        yield request.param
+
+
+def run_model(root, seed, device, perturb=None, routed=None):
     torch.manual_seed(seed)
-    model = Tiny()
-    tok = torch.randint(0, 50, (12,))
-    sel = torch.randint(0, 12, (8,))
-    gidx = torch.randint(0, 16, (8, 4))
-    rows = torch.tensor([1, 3, 3, 7])
+    model = Tiny().to(device)
+    tok = torch.randint(0, 50, (12,)).to(device)
+    sel = torch.randint(0, 12, (8,)).to(device)
+    gidx = torch.randint(0, 16, (8, 4)).to(device)
+    rows = torch.tensor([1, 3, 3, 7], device=device)
     outer = Perturb(*perturb) if perturb else None
     if outer:
         outer.__enter__()  # entered first: the dump (inner) records what the perturbed op returned
@@ -87,9 +105,9 @@ def check_indexing_bitwise(result):
     assert {"aten::embedding", "aten::index_select", "aten::gather", "aten::index"} <= seen, seen
 
 
-def test_native_vs_native_passes_bitwise(tmp_path, exe, seed):
-    run_model(tmp_path / "a", seed)
-    run_model(tmp_path / "b", seed)
+def test_native_vs_native_passes_bitwise(tmp_path, exe, seed, device):
+    run_model(tmp_path / "a", seed, device)
+    run_model(tmp_path / "b", seed, device)
     r = compare(tmp_path / "a", tmp_path / "b")
     assert r.passed, r.failing()[:3]
     check_indexing_bitwise(r)
@@ -100,9 +118,9 @@ def test_native_vs_native_passes_bitwise(tmp_path, exe, seed):
 @pytest.mark.parametrize("op,phase", [("aten::index_select", "forward"), ("aten::gather", "forward"),
                                       ("aten::tanh", "forward"), ("aten::embedding_dense_backward", "backward"),
                                       ("aten::tanh_backward", "backward")])
-def test_perturbed_op_is_named_first(tmp_path, exe, seed, op, phase):
-    run_model(tmp_path / "a", seed)
-    run_model(tmp_path / "b", seed, perturb=(op, phase))
+def test_perturbed_op_is_named_first(tmp_path, exe, seed, op, phase, device):
+    run_model(tmp_path / "a", seed, device)
+    run_model(tmp_path / "b", seed, device, perturb=(op, phase))
     r = compare(tmp_path / "a", tmp_path / "b")
     assert r.returncode == 1
     first = r.first_divergent
@@ -112,7 +130,7 @@ def test_perturbed_op_is_named_first(tmp_path, exe, seed, op, phase):
     assert before and all(e["status"] in ("PASS", "IGNORED") for e in before)
 
 
-def test_stridewise_routed_vs_native_bitwise(tmp_path, exe, seed):
+def test_stridewise_routed_vs_native_bitwise(tmp_path, exe, seed, device):
     try:
         import stridewise
         stridewise.use  # noqa: B018 - the real package, not the test stand-in
@@ -120,12 +138,13 @@ def test_stridewise_routed_vs_native_bitwise(tmp_path, exe, seed):
     except (ImportError, AttributeError) as e:
         pytest.skip(f"stridewise native library not loadable: {e}")
     stridewise.reset_stats()
-    run_model(tmp_path / "native", seed)
-    run_model(tmp_path / "sw", seed, routed=stridewise)
-    assert stridewise.stats()["gather"]["calls"] > 0  # the routed run really used stridewise
+    run_model(tmp_path / "native", seed, device)
+    run_model(tmp_path / "sw", seed, device, routed=stridewise)
+    st = stridewise.stats()["gather"]
+    assert st["calls"] > 0 and st[device] > 0, st  # the routed run really used stridewise there
     r = compare(tmp_path / "native", tmp_path / "sw")
     assert r.passed, r.failing()[:3]
     check_indexing_bitwise(r)
-    run_model(tmp_path / "sw_bad", seed, routed=stridewise, perturb=("aten::gather", "forward"))
+    run_model(tmp_path / "sw_bad", seed, device, routed=stridewise, perturb=("aten::gather", "forward"))
     r = compare(tmp_path / "native", tmp_path / "sw_bad")
     assert r.returncode == 1 and r.first_divergent["op"] == "aten::gather"

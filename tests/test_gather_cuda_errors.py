@@ -141,15 +141,28 @@ def test_deferred_mode_raises_at_next_call(cuda_check_mode, bad, entry, seed):
 
 @CUDA_SKIP
 def test_many_errors_then_healthy(cuda_check_mode, seed):
-    """A burst of faulting launches (deferred), one report, then normal service."""
+    """A burst of faulting launches (deferred), then normal service. In deferred mode a call
+    raises the error a kernel launched earlier recorded, as soon as it sees it; so which calls
+    of the burst raise depends on how fast the kernels finish (on an idle H200 every second
+    call does). Every report names the value, at least one is made, none is lost at the end."""
     sw = cuda_check_mode
     sw.set_cuda_check_mode("deferred")
     x, idx = _inputs(seed, 16)
+    reports = []
     for _ in range(20):
-        torch.ops.stridewise.gather(x, 1, idx)
-    with pytest.raises(RuntimeError) as ei:
+        try:
+            torch.ops.stridewise.gather(x, 1, idx)
+        except RuntimeError as e:
+            reports.append(str(e))
+    try:
         sw.check_errors(sync=True)
-    _assert_names_it(str(ei.value), 16)
+    except RuntimeError as e:
+        reports.append(str(e))
+    assert reports, "20 faulting launches and no report"
+    for msg in reports:
+        _assert_names_it(msg, 16)
+        assert "deferred check mode" in msg, msg
+    sw.check_errors(sync=True)  # everything reported: nothing pending
     _context_usable(seed)
     problems = specs.check_gather(specs.SEED_REPRO.with_seed(seed), specs.RUNNERS["op"], "cuda")
     assert not problems, fail_msg(problems)
