@@ -12,6 +12,9 @@ for exactly one planted fault, and misbehave the way a real kernel would:
   out_strides     out= is written as if contiguous (its strides are ignored)
   neg_nowrap      negative indices are not wrapped (take): memory before self is read
   skip_oob        out-of-range indices are silently skipped (no error)
+  deferred        out-of-range indices are skipped and reported later, like stridewise's
+                  deferred CUDA check mode: by the next call of a planted kernel, or by
+                  check_errors() (the audit's --flush 'tests/planted_backend:check_errors')
   overflow32      element offsets are computed in 32 bits (wrap above 2**31 elements)
   truncate32      index values are cast to int32 before the bounds check and the truncated
                   value is used (2**32+1 becomes 1: accepted, reads row 1)
@@ -34,7 +37,7 @@ import torch
 
 from . import _engine as E
 
-KINDS = ("flat_index", "offset_ignored", "out_strides", "neg_nowrap", "skip_oob", "overflow32",
+KINDS = ("flat_index", "offset_ignored", "out_strides", "neg_nowrap", "skip_oob", "deferred", "overflow32",
          "truncate32", "rank_limit", "writes_input", "out_ignored", "lossy_accum", "none")
 OPS = ("gather", "scatter_add", "index_select", "take")
 _lib = None
@@ -47,6 +50,7 @@ def enable(kind: str = "flat_index", ops=None):
     if kind not in KINDS:
         raise ValueError(f"unknown planted fault {kind!r}; known: {', '.join(KINDS)}")
     disable()
+    E.PENDING = None
     ops = tuple(ops or OPS) if not isinstance(ops, str) else (ops,)
     E.FAULT = kind
     lib = torch.library.Library("aten", "IMPL")
@@ -62,9 +66,22 @@ def enable(kind: str = "flat_index", ops=None):
         for op in ops:
             for name, fn in table[op]:
                 for key in ("CPU", "CUDA"):
-                    lib.impl(name, fn, key)
+                    lib.impl(name, _reporting_pending(fn) if kind == "deferred" else fn, key)
     _lib, _kind = lib, kind
     return {"kind": kind, "ops": list(ops)}
+
+
+def _reporting_pending(fn):
+    def call(*args, **kwargs):
+        E.raise_pending()  # an error a previous call deferred surfaces here
+        return fn(*args, **kwargs)
+
+    return call
+
+
+def check_errors():
+    """Raise the bad index a previous call deferred (kind 'deferred'), if any."""
+    E.raise_pending()
 
 
 def disable():

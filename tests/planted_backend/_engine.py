@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 FAULT = "none"
+PENDING = None  # deferred: the first bad index seen since the last report (message)
 MAX_RANK = 5  # rank_limit: dims >= MAX_RANK are not walked
 CHUNK = 1 << 22
 
@@ -52,13 +53,31 @@ def _wrap32(off):
     return ((off + 2**31) % 2**32) - 2**31
 
 
+POISON = 0xA5  # what a device read before the storage returns here (guard.py's poison byte)
+
+
+def _poisoned(vals: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``vals`` with the elements under ``mask`` replaced by POISON bytes (any dtype)."""
+    b = vals.contiguous().view(torch.uint8).reshape(vals.numel(), -1)
+    b = torch.where(mask.reshape(-1, 1), torch.full_like(b, POISON), b)
+    return b.reshape(-1).view(vals.dtype)
+
+
 def read(t: torch.Tensor, off: torch.Tensor) -> torch.Tensor:
     if off.numel() == 0:
         return torch.empty(0, dtype=t.dtype, device=t.device)
     if FAULT == "overflow32":
         off = _wrap32(off)
     if t.device.type != "cpu" and bool((off < 0).any()):
-        off = off % max(1, t.untyped_storage().nbytes() // t.element_size())  # stay mapped
+        if FAULT == "overflow32":  # a wrapped 32-bit offset: stay mapped, inside the allocation
+            off = off % max(1, t.untyped_storage().nbytes() // t.element_size())
+        else:
+            # Memory before the storage: on CPU it is read (heap garbage); on a device it may be
+            # unmapped, so it reads as POISON. Not ``off % storage size``: for a storage of
+            # exactly n elements that is the correct wrap of a negative index (v % n == v + n),
+            # which made the neg_nowrap fault pass on CUDA.
+            neg = off < 0
+            return _poisoned(read(t, torch.where(neg, torch.zeros_like(off), off)), neg)
     lo, hi = int(off.min()), int(off.max()) + 1
     return _window(t, lo, hi)[off - lo]
 
@@ -122,7 +141,8 @@ def _no_overlap(t: torch.Tensor, what="out"):
 
 
 def _bad(v, n, op, dim, wrap=False):
-    """(values after wrapping, mask of valid positions); raises unless skip_oob."""
+    """(values after wrapping, mask of valid positions); raises unless skip_oob or deferred."""
+    global PENDING
     if FAULT == "truncate32":  # int32 index math: cast before the bounds check, use the result
         v = _wrap32(v)  # (int32)v: 2**32+1 becomes 1 and passes the check
     if wrap and FAULT != "neg_nowrap":
@@ -130,12 +150,23 @@ def _bad(v, n, op, dim, wrap=False):
     lo = -n if (wrap and FAULT == "neg_nowrap") else 0
     ok = (v >= lo) & (v < n)
     if not bool(ok.all()):
-        if FAULT == "skip_oob":
+        if FAULT in ("skip_oob", "deferred"):
+            if FAULT == "deferred" and PENDING is None:
+                PENDING = (f"{op}(): index {int(v[~ok][0])} is out of bounds for dimension {dim} "
+                           f"with size {n} (planted backend, reported later)")
             return v, ok
         bad = int(v[~ok][0])
         raise IndexError(f"{op}(): index {bad} is out of bounds for dimension {dim} with size {n} "
                          "(planted backend)")
     return v, None
+
+
+def raise_pending():
+    """deferred: report the bad index a previous call met (then forget it)."""
+    global PENDING
+    msg, PENDING = PENDING, None
+    if msg:
+        raise RuntimeError(msg)
 
 
 def _read_index(index, lin, cs, n, op, dim, wrap=False):

@@ -8,12 +8,17 @@ Examples::
     --backend 'tests/planted_backend:enable(flat_index)'   # a path works too; bare words are str
     --backend "flag_gems:enable()"
 
+``--flush MODULE:CALL[(ARGS)]`` names a call that surfaces errors the backend reports after the
+call that caused them, e.g. ``--flush 'stridewise:check_errors(True)'`` for stridewise's deferred
+CUDA check mode. It is stored with the backend (``spec["flush"]``).
+
 Only workers import the backend; the parent (which computes the native CPU oracle) never does,
 so a backend whose import alone registers kernels cannot leak into the oracle.
 """
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import os
 import re
@@ -66,8 +71,9 @@ def _split_args(s: str) -> list:
     return out
 
 
-def enable(spec: dict) -> dict:
-    """Import the backend module and call its enable function (in a worker)."""
+def resolve(spec: dict):
+    """Import the module of ``spec`` (from :func:`parse`) and return its call as a function of
+    no arguments (the spec's arguments bound)."""
     if spec.get("path") and spec["path"] not in sys.path:
         sys.path.insert(0, spec["path"])
     try:
@@ -82,11 +88,28 @@ def enable(spec: dict) -> dict:
             raise BackendError(f"--backend {spec['text']!r}: {spec['module']} has no "
                                f"{spec['call']!r}; callables there: {', '.join(names) or 'none'}")
         fn = getattr(fn, part)
+    return functools.partial(fn, *spec["args"]), mod
+
+
+def enable(spec: dict) -> dict:
+    """Import the backend module and call its enable function (in a worker). Returns what the
+    report records of it; its flush call (--flush), if any, is resolved in the worker by
+    :func:`flush_of`."""
+    fn, mod = resolve(spec)
     try:
-        ret = fn(*spec["args"])
+        ret = fn()
     except Exception as e:  # noqa: BLE001
         raise BackendError(f"--backend {spec['text']!r}: {spec['module']}.{spec['call']}"
                            f"({', '.join(map(repr, spec['args']))}) raised {type(e).__name__}: {e}") from e
     return {"module": spec["module"], "file": getattr(mod, "__file__", None),
             "call": spec["call"], "args": spec["args"], "returned": repr(ret)[:300],
             "version": str(getattr(mod, "__version__", ""))}
+
+
+def flush_of(spec: dict):
+    """The backend's flush call (``--flush``), or None. The worker runs it after every call of
+    the op and the device synchronization: a backend that reports errors after the call that
+    caused them (stridewise's deferred CUDA check mode) raises them there, and the error counts
+    as the call's."""
+    f = spec.get("flush")
+    return resolve(f)[0] if f else None

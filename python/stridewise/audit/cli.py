@@ -34,6 +34,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="import MODULE (a name or a path) and call CALL (default enable) in every "
                         "worker; 'stridewise' enables stridewise. Without it: the kernels already "
                         "registered (native ATen)")
+    g.add_argument("--flush", metavar="MODULE:CALL[(ARGS)]",
+                   help="with --backend: a call run after every call of the op, for a backend that "
+                        "raises errors after the call that caused them, e.g. "
+                        "'stridewise:check_errors(True)' (stridewise's deferred CUDA check mode)")
     g.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="import MODULE in workers before the backend (e.g. torch_npu); repeatable")
     g.add_argument("--dtypes", help="comma list of data dtypes (default: every dtype native CPU supports)")
@@ -42,6 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--matrix", choices=("full", "quick"), default="full")
     g.add_argument("--seed", type=int, default=0, help="seed of every case (part of its id)")
     g.add_argument("--repeat", type=int, default=1, help="run the matrix with N seeds (seed, seed+1, ...)")
+    g.add_argument("--limit", type=int, default=0, metavar="N",
+                   help="at most N cases per op, chosen (from --seed) to keep every value of every "
+                        "matrix dimension at least once, then at random: a sized-down audit for "
+                        "scarce device time (default 0: no limit)")
     g.add_argument("--large", action="store_true",
                    help="add the >2**31-element probes (storage stays small; slower)")
     g.add_argument("--large-only", action="store_true", help="run only the >2**31-element probes")
@@ -149,8 +157,15 @@ def _audit(args, argv) -> int:
     if args.backend:
         try:
             backend = backends.parse(args.backend)
+            if args.flush:
+                if ":" not in args.flush:
+                    raise backends.BackendError(f"--flush {args.flush!r}: name the call, "
+                                                "MODULE:CALL[(ARGS)], e.g. stridewise:check_errors(True)")
+                backend["flush"] = backends.parse(args.flush)
         except backends.BackendError as e:
             return _fail(str(e))
+    elif args.flush:
+        return _fail("--flush needs --backend (it belongs to the backend under audit)")
     tol = Tolerance(args.tol_factor, args.atol, args.exact_accum, args.strict_errors)
     if args.case:
         cases = []
@@ -172,6 +187,8 @@ def _audit(args, argv) -> int:
         for k in range(max(1, args.repeat)):
             opt.seed = args.seed + k
             cases += matrix.build_matrix([SPECS[o] for o in ops], opt)
+        if args.limit:
+            cases = matrix.sample(cases, args.limit, args.seed)
     if args.list:
         for c in cases:
             print(c.id)
@@ -210,7 +227,7 @@ def _audit(args, argv) -> int:
     info = report.analyse(results)
     meta = {"device": args.device, "backend": args.backend, "guard": args.guard,
             "matrix": "cases" if args.case else args.matrix, "seed": args.seed, "seconds": seconds,
-            "jobs": cfg.jobs, "started": started, "argv": argv, "json": args.json,
+            "jobs": cfg.jobs, "limit": args.limit or None, "started": started, "argv": argv, "json": args.json,
             "backend_info": runner.backend_info, "device_name": runner.device_name,
             "tolerance": {"factor": tol.factor, "atol": tol.atol, "exact_accum": tol.exact_accum,
                           "strict_errors": tol.strict_errors, "rule": tol.describe()}}

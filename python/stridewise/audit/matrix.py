@@ -157,5 +157,51 @@ def build_matrix(specs, opt: MatrixOptions) -> list:
     return cases
 
 
+def _features(c: Case) -> set:
+    f = {("variant", c.variant), ("rank", c.rank), ("dtype", c.dtype), ("idx", c.idx_dtype),
+         ("kind", c.kind), ("class", c.layout_class)}
+    f.update(("lay", o, lay) for o, lay in c.layouts)
+    f.update(("param", k, v) for k, v in c.params)
+    return f
+
+
+def sample(cases, limit: int, seed: int = 0) -> list:
+    """At most ``limit`` cases per op (report row), chosen deterministically (from ``seed`` and
+    the ids) so that every value of every dimension the op's matrix has (variant, rank, dtype,
+    index dtype and kind, layout class, each operand's layout, each parameter value) is kept at
+    least once when the limit allows; the rest of the budget is filled at random. The order of
+    ``cases`` is kept; --large probes are always kept. For a scarce device: a sized-down audit
+    that still meets every dimension of the matrix."""
+    if not limit or limit <= 0:
+        return list(cases)
+    import hashlib
+
+    def key(c):
+        return hashlib.sha256(f"{seed}#{c.id}".encode()).digest()
+
+    by_op: dict = {}
+    for i, c in enumerate(cases):
+        by_op.setdefault(c.op, []).append((i, c))
+    keep = set()
+    for items in by_op.values():
+        items = sorted(items, key=lambda ic: key(ic[1]))
+        chosen, covered = [], set()
+        for i, c in items:
+            if c.kind == "large":
+                keep.add(i)
+                continue
+            f = _features(c)
+            if len(chosen) < limit and not f <= covered:
+                chosen.append(i)
+                covered |= f
+        for i, c in items:
+            if len(chosen) >= limit:
+                break
+            if c.kind != "large" and i not in chosen:
+                chosen.append(i)
+        keep.update(chosen)
+    return [c for i, c in enumerate(cases) if i in keep]
+
+
 def single(case: Case) -> list:
     return [case]

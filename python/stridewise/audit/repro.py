@@ -3,7 +3,9 @@
 A script rebuilds every operand exactly (storage contents, sizes, strides, storage offset,
 dtype; on guard pages when the audit used --guard, with the guard code inlined), enables the
 backend the audit used (if any), makes the call, and checks the outcome against what native
-PyTorch on CPU gave during the audit (embedded). Exit status 1: the failure reproduces.
+PyTorch on CPU gave during the audit (embedded). Exit status 1: the failure reproduces; 3
+(EXIT_DEVICE_CRASH) or a signal: it crashes (on a GPU a sticky device error, e.g. an illegal
+address on a guard page, is a crash, as in the audit); 0: it does not reproduce.
 """
 from __future__ import annotations
 
@@ -18,6 +20,12 @@ import torch
 from .gen import DTYPE_NAME, flat_storage, storage_elems
 from .oracle import covered
 from .specs.base import bits
+from .worker import _ASSERT, _STICKY
+
+# exit status of a repro script whose call left a sticky device error (illegal address, launch
+# failure, device-side assert on a valid case): the device's crash, which a CPU process meets as a
+# signal but a GPU process as an exception; like a signal, it is neither 0 nor 1
+EXIT_DEVICE_CRASH = 3
 
 _HELPERS = r'''
 def storage(values, dtype):
@@ -51,6 +59,20 @@ def same_bits(a, b):
 def sync():
     if DEVICE.type != "cpu":
         getattr(torch, DEVICE.type).synchronize()
+
+
+def device_error(e):
+    """'device-assert' | 'device-fault' | None, as the audit's worker classifies it."""
+    if DEVICE.type == "cpu":
+        return None
+    msg = f"{type(e).__name__}: {e}"
+    return "device-assert" if _ASSERT.search(msg) else "device-fault" if _STICKY.search(msg) else None
+
+
+def device_crash(e, what):
+    """The device crashed (a sticky error kills the context): exit EXIT_DEVICE_CRASH at once."""
+    print(f"CRASH (reproduced): {what}: {type(e).__name__}: {e}".splitlines()[0], flush=True)
+    os._exit(EXIT_DEVICE_CRASH)
 
 
 ''' + "\n\n".join(inspect.getsource(f) for f in (bits, covered))  # the audit's own bits and covered
@@ -143,11 +165,16 @@ def script(res, spec, device: str, backend: dict | None, guard: bool, diagnosis:
         f"guard pages: {'yes' if guard else 'no'}",
         f"written by the audit on {datetime.date.today()} with torch {torch.__version__}",
         "",
-        "Run:  python3 <this file> [DEVICE]    exit 1: the failure reproduces; 0: it does not",
+        "Run:  python3 <this file> [DEVICE]    exit 1: the failure reproduces; 3 or a signal: it",
+        "      crashes (a sticky device error on a GPU: illegal address, device-side assert); 0: it does not",
         f"Re-audit: python3 -m stridewise audit --device {device} --case '{case.id}'"
-        + (f" --backend '{backend['text']}'" if backend else "") + (" --guard" if guard else ""),
+        + (f" --backend '{backend['text']}'" if backend else "")
+        + (f" --flush '{backend['flush']['text']}'" if backend and backend.get("flush") else "")
+        + (" --guard" if guard else ""),
         '"""',
         "import importlib",
+        "import os",
+        "import re",
         "import sys",
         "",
         "import torch",
@@ -164,6 +191,9 @@ def script(res, spec, device: str, backend: dict | None, guard: bool, diagnosis:
                   _guard_source(), "# " + "-" * 88, "ALLOC = allocator(DEVICE)"]
     else:
         lines += ["ALLOC = None"]
+    lines += [f"_ASSERT = re.compile({_ASSERT.pattern!r}, re.I)",
+              f"_STICKY = re.compile({_STICKY.pattern!r}, re.I)",
+              f"EXIT_DEVICE_CRASH = {EXIT_DEVICE_CRASH}"]
     lines += [_HELPERS, "# ---- operands: storage contents, sizes, strides, storage offset ----"]
     for name, val in built.tensors.items():
         if isinstance(val, list):
@@ -194,12 +224,25 @@ def script(res, spec, device: str, backend: dict | None, guard: bool, diagnosis:
         "    for _part in BACKEND['call'].split('.'):",
         "        _fn = getattr(_fn, _part)",
         "    _fn(*BACKEND['args'])",
+        "FLUSH = None",
+        "if BACKEND and BACKEND.get('flush'):  # --flush: errors the backend raises after the call",
+        "    _f = BACKEND['flush']",
+        "    if _f['path']:",
+        "        sys.path.insert(0, _f['path'])",
+        "    FLUSH = importlib.import_module(_f['module'])",
+        "    for _part in _f['call'].split('.'):",
+        "        FLUSH = getattr(FLUSH, _part)",
         "",
         f"print('calling: {spec_call}', flush=True)",
         "try:",
         f"    result = {spec_call}",
         "    sync()",
+        "    if FLUSH:",
+        "        FLUSH(*BACKEND['flush']['args'])",
         "except Exception as e:",
+        "    _kind = device_error(e)",
+        "    if _kind == 'device-fault' or (_kind == 'device-assert' and not NATIVE_ERROR):",
+        "        device_crash(e, _kind + (' on a valid call' if not NATIVE_ERROR else ''))",
         "    if NATIVE_ERROR:",
         "        print(f'OK: raised {type(e).__name__}: {e}'.splitlines()[0])",
         "        sys.exit(0)",
@@ -216,7 +259,11 @@ def script(res, spec, device: str, backend: dict | None, guard: bool, diagnosis:
 def _backend_literal(b):
     if not b:
         return "None"
-    return repr({"module": b["module"], "call": b["call"], "args": b["args"], "path": b["path"]})
+    lit = {"module": b["module"], "call": b["call"], "args": b["args"], "path": b["path"]}
+    if b.get("flush"):
+        f = b["flush"]
+        lit["flush"] = {"module": f["module"], "call": f["call"], "args": f["args"], "path": f["path"]}
+    return repr(lit)
 
 
 def _expectation(res, spec, tol_text) -> list:

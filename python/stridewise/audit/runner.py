@@ -148,6 +148,7 @@ class _Slot:
         self.history: deque = deque(maxlen=3)
         self.log: Optional[str] = None
         self.log_pos = 0  # size of the log when the current case was sent
+        self.starting: Optional[float] = None  # launch time of a worker not yet ready
         # (result, answer) of the last case this worker process answered: a sticky device error
         # met in the next case's set-up belongs to it
         self.last: Optional[tuple] = None
@@ -157,6 +158,14 @@ class _Slot:
         return self.proc is not None and self.proc.is_alive()
 
     def start(self):
+        """Start a fresh worker and wait until it is ready (raises AuditError if it cannot)."""
+        self.launch()
+        self.await_ready(block=True)
+
+    def launch(self):
+        """Start a fresh worker process without waiting for it: the run loop keeps the other
+        workers busy meanwhile (on a GPU each start initialises a device context, and every
+        device-side assert costs one)."""
         self.stop()
         self.n += 1
         self.log = os.path.join(self.r.log_dir, f"worker{self.k}-{self.n}.log")
@@ -169,25 +178,39 @@ class _Slot:
         self.conn = here
         self.history.clear()
         self.last = None
-        if not here.poll(self.r.cfg.startup_timeout):
-            self.stop()
-            raise AuditError(f"worker did not start within {self.r.cfg.startup_timeout:.0f}s; "
-                             f"worker log:\n{_tail(self.log)}")
+        self.starting = time.time()
+
+    def await_ready(self, block: bool = False) -> bool:
+        """True once the worker said it is ready; False while it is still starting (only when
+        not ``block``); AuditError when it failed, died or exceeded the start-up timeout."""
+        here = self.conn
+        left = self.starting + self.r.cfg.startup_timeout - time.time()
+        if not here.poll(max(0.0, left) if block else 0):
+            if not block and left > 0 and self.proc.is_alive():
+                return False
+            if self.proc.is_alive():
+                self.stop()
+                raise AuditError(f"worker did not start within {self.r.cfg.startup_timeout:.0f}s; "
+                                 f"worker log:\n{_tail(self.log)}")
         try:
             msg = here.recv()
-        except EOFError:
+        except (EOFError, OSError):
             code = self.proc.exitcode if self.proc.join(5) is None else self.proc.exitcode
             raise AuditError(f"worker died while starting ({_signal_name(code)}); worker log:\n"
                              f"{_tail(self.log)}") from None
+        self.starting = None
         if not msg.get("ready"):
             self.stop()
             raise AuditError(f"worker set-up failed: {msg.get('error')}\n{msg.get('traceback', '')}")
         self.r.backend_info = msg.get("backend")
         self.r.device_name = msg.get("device_name")
+        return True
 
     def send(self, case):
         if not self.alive:
             self.start()
+        elif self.starting is not None:
+            self.await_ready(block=True)
         self.case, self.sent = case, time.time()
         try:
             self.log_pos = os.path.getsize(self.log) if self.log else 0
@@ -209,6 +232,7 @@ class _Slot:
         if self.conn is not None:
             self.conn.close()
         self.proc = self.conn = None
+        self.starting = None
 
 
 class Runner:
@@ -286,18 +310,28 @@ class Runner:
             slots[0].start()  # fail fast (with the reason) if workers cannot start
             while queue or any(s.case is not None or s.pending_replay is not None for s in slots):
                 for s in slots:
-                    if s.case is None:
-                        if s.pending_replay is not None:
-                            c, s.pending_replay = s.pending_replay, None
-                            s.send(c)
-                        elif queue:
-                            s.send(queue.popleft())
+                    if s.case is not None:
+                        continue
+                    if s.pending_replay is None and not queue:
+                        continue
+                    if s.starting is None and not s.alive:  # (re)start without waiting for
+                        s.launch()  # it: the other workers go on; it gets work once ready
+                    if s.starting is not None and not s.await_ready():
+                        continue
+                    if s.pending_replay is not None:
+                        c, s.pending_replay = s.pending_replay, None
+                        s.send(c)
+                    elif queue:
+                        s.send(queue.popleft())
                 busy = [s for s in slots if s.case is not None]
+                starting = [s for s in slots if s.starting is not None]
                 for s in busy:
                     self.prepare(s.case)
-                waits = [s.conn for s in busy] + [s.proc.sentinel for s in busy]
+                waits = [s.conn for s in busy + starting] + [s.proc.sentinel for s in busy + starting]
                 now = time.time()
-                left = min(self._next_check(s, now) for s in busy) - now
+                checks = [self._next_check(s, now) for s in busy]
+                checks += [s.starting + self.cfg.startup_timeout for s in starting]
+                left = (min(checks) - now) if checks else 0.01
                 mp_wait(waits, timeout=max(0.01, left))
                 for s in busy:
                     ans = self._collect(s)

@@ -35,6 +35,10 @@ _STICKY = re.compile(r"illegal memory access|illegal address|misaligned address|
                      r"ACL error|XPU error|Device error", re.I)
 
 
+# The backend's flush call (--flush; backends.flush_of), set by setup() in the worker.
+_FLUSH = None
+
+
 def synchronize(device: torch.device):
     if device.type == "cpu":
         return
@@ -95,6 +99,8 @@ def execute(spec, case, device: torch.device, alloc=None) -> dict:
     try:
         res = run_call(spec.calls[case.variant], ns)
         synchronize(device)
+        if _FLUSH is not None:  # errors the backend reports after the call belong to it
+            _FLUSH()
     except Exception as e:  # noqa: BLE001
         kind, first = classify_error(e, device), e
         if kind is None:  # a host-side error may follow an asserting kernel: flush it out now
@@ -166,11 +172,13 @@ def setup(cfg: dict):
     device = torch.device(cfg["device"])
     if device.type == "cuda":
         torch.cuda.set_device(device.index or 0)
+    global _FLUSH
     info = None
     if cfg.get("backend"):
-        from .backends import enable
+        from .backends import enable, flush_of
 
         info = enable(cfg["backend"])
+        _FLUSH = flush_of(cfg["backend"])
     alloc = None
     if cfg.get("guard"):
         from .guard import allocator
