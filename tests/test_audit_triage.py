@@ -119,6 +119,19 @@ def test_planted_late_device_fault_is_a_crash_of_the_previous_case(tmp_path):
     assert "illegal memory access" in d and "attributed to this case" in d and cids[1] in d, d
 
 
+def test_device_assert_on_a_valid_case_is_a_crash_confirmed_by_replay(tmp_path):
+    """A device-side assert where native accepts the case is a crash, and like every crash it
+    is replayed alone in a fresh worker to confirm it (on the H200, 2026-12-01, the planted
+    flat reader's guard crashes surfaced as such asserts and went unconfirmed)."""
+    cids = [B.format(11), B.format(12)]  # valid cases
+    rc, rep = audit(tmp_path, "--jobs", "1", "--backend", sim("assert_valid"), *each(cids))
+    assert rc == 1 and rep["summary"]["error"] == 0, rep["summary"]
+    assert sorted(f["id"] for f in rep["failures"]) == sorted(cids), status(rep)
+    for f in rep["failures"]:
+        assert (f["status"], f["reason"]) == ("crash", "device-assert-valid"), f
+        assert f.get("replay") and f["replay"]["confirmed"], f
+
+
 def test_planted_assert_after_a_host_error_is_flushed_by_the_case_itself(tmp_path):
     """The worker synchronizes after an op that raised: the pending assert is the case's own."""
     cids = ab()

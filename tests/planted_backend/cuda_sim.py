@@ -19,6 +19,8 @@ on a real context: every later device call raises it.
                   (stuck in synchronize); later attempts (STATE_DIR remembers, across workers)
                   raise the device-side assert at once
   hang_silent     as hang, without the assertion line (only --timeout ends it)
+  assert_valid    a device-side assert on every case whose op succeeds (a kernel that asserts on
+                  valid input): a crash, which the audit replays alone to confirm
   refuse_overlap  aten::index_put_ refuses a self whose elements overlap with ATen's
                   internal-overlap error, as ATen CUDA does with accumulate=True (native
                   otherwise); out-of-range indices stay ordinary errors
@@ -33,7 +35,7 @@ import time
 
 import torch
 
-MODES = ("sync", "late", "late_fault", "hang", "hang_silent", "refuse_overlap")
+MODES = ("sync", "late", "late_fault", "hang", "hang_silent", "assert_valid", "refuse_overlap")
 ASSERT = ("CUDA error: device-side assert triggered\nCUDA kernel errors might be asynchronously "
           "reported at some other API call, so the stacktrace below might be incorrect.")
 FAULT = ("CUDA error: an illegal memory access was encountered\nCUDA kernel errors might be "
@@ -109,7 +111,12 @@ def enable(mode: str = "sync", state_dir: str | None = None):
         global _pending
         _check()
         try:
-            return run_call(expr, ns)
+            res = run_call(expr, ns)
+            if MODE == "assert_valid":
+                raise torch.AcceleratorError(ASSERT)
+            return res
+        except torch.AcceleratorError:
+            raise
         except Exception as e:  # noqa: BLE001
             if not _OOR.search(str(e)):
                 raise

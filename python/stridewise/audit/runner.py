@@ -399,7 +399,9 @@ class Runner:
             s.stop()  # the process is dead or its device context is: start afresh
         if s.replay_of is not None:  # this was the replay of a crash
             first, s.replay_of = s.replay_of, None
-            confirmed = ans.get("fatal") == "crash"
+            # a crash is confirmed by a crash; a device-side assert on a valid case by the same
+            again = ans.get("fatal")
+            confirmed = again == "crash" or (again == "device-assert" == first.get("fatal"))
             rep = {"confirmed": confirmed, "replay_detail": ans.get("detail") or
                    ("passed" if ans.get("ok") else f"{ans.get('exc_type')}: {ans.get('exc_msg', '')[:200]}")}
             if not confirmed and first.get("timeout") and not ans.get("internal"):
@@ -419,13 +421,20 @@ class Runner:
                 res = self.finish(case, first, took, rep)
             s.last = None if fatal else (res, ans)
             return res
-        if fatal == "crash":
+        if fatal == "crash" or (fatal == "device-assert" and self._valid(case)):
+            # A device-side assert on a case native accepts is a crash too (oracle.judge:
+            # device-assert-valid): confirm it alone in a fresh worker like any other.
             s.replay_of = dict(ans, _history=list(s.history)[:-1])
             s.pending_replay = case
             return None
         res = self.finish(case, ans, took)
         s.last = None if fatal else (res, ans)
         return res
+
+    def _valid(self, case) -> bool:
+        """True when native accepts ``case`` (its oracle holds no error)."""
+        built, ref, feats, err = self.prepare(case)
+        return ref is not None and not err and getattr(ref, "error", None) is None
 
     def _stale(self, s: _Slot, case, ans: dict) -> Optional[CaseResult]:
         """A sticky device error met before ``case``'s op ran: blame the case this worker ran
