@@ -16,8 +16,8 @@
 #
 # Environment: OUT (default ./out), PYTEST_ARGS (default: every test file but the audit's,
 # which run after, in parallel), BENCH_ARGS,
-# AUDIT_MATRIX (default quick), STRIDEWISE_COMPARE (sw-compare binary for the dump tests;
-# the image has no fmt/CLI11/nlohmann-json to build it: carry one built here, see docs).
+# AUDIT_MATRIX (default quick), STRIDEWISE_COMPARE (sw-compare for the dump tests; default
+# the one built in build-gpu).
 {  # read the whole script before running it: the tool re-copies the tree between calls
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -31,8 +31,8 @@ PHASES=${*:-$ALL}
 SUMMARY=$LOG/summary.txt
 : >"$SUMMARY"
 PY=$(command -v python3)
-# sw-compare for the dump tests: a carried build (.devcarry/, see the header) unless given.
-[[ -z ${STRIDEWISE_COMPARE:-} && -x .devcarry/sw-compare.sh ]] && export STRIDEWISE_COMPARE=$ROOT/.devcarry/sw-compare.sh
+# sw-compare for the dump tests: the one this build makes (unless given).
+export STRIDEWISE_COMPARE=${STRIDEWISE_COMPARE:-$ROOT/build-gpu/tools/compare/sw-compare}
 CUDA_TESTS=build-gpu/core/tests/cuda/stridewise_cuda_tests
 failed=0
 stop=""
