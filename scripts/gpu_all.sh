@@ -142,6 +142,10 @@ phase_pytest() {  # the whole suite; the audit files in 4 processes (each audit 
   return $rc
 }
 
+# The phases run under `timeout` in a child bash, which sees them (and their settings) exported.
+export ROOT PY LOG CUDA_TESTS PYTEST_ARGS=${PYTEST_ARGS:-}
+export -f phase_toolchain phase_build phase_altbuild phase_sanitize phase_racecheck phase_audit phase_pytest
+
 note "date: $(date -u +%FT%TZ)"
 note "gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
 note "torch: $("$PY" -c 'import torch;print(torch.__version__, "cuda", torch.version.cuda)')"
@@ -155,23 +159,23 @@ for phase in $PHASES; do
     continue
   fi
   case $phase in
-    toolchain) run_phase toolchain 60 bash -c "$(declare -f phase_toolchain); PY=$PY phase_toolchain" ;;
+    toolchain) run_phase toolchain 60 bash -c phase_toolchain ;;
     build)
       rm -f python/stridewise/_lib/libstridewise_torch.so  # never test a library left behind
-      run_phase build 900 bash -c "$(declare -f phase_build); ROOT=$ROOT PY=$PY phase_build" ||
+      run_phase build 900 bash -c phase_build ||
         stop="build failed" ;;
     bench) run_phase bench 300 "$PY" bench/bench_gather.py ${BENCH_ARGS:-} ;;
     ctest) run_phase ctest 300 ctest --test-dir build-gpu --output-on-failure ;;
     demo) run_phase demo 120 "$PY" -m stridewise demo --device cuda ;;
     diag) run_phase diag 120 "$PY" scripts/diag_bad_index.py ;;
-    pytest) run_phase pytest 900 bash -c "$(declare -f phase_pytest); PY=$PY PYTEST_ARGS='${PYTEST_ARGS:-}' phase_pytest" ;;
+    pytest) run_phase pytest 900 bash -c phase_pytest ;;
     sanitize)
-      run_phase sanitize 900 bash -c "$(declare -f phase_sanitize); PY=$PY CUDA_TESTS=$CUDA_TESTS phase_sanitize" ;;
-    racecheck) run_phase racecheck 300 bash -c "$(declare -f phase_racecheck); CUDA_TESTS=$CUDA_TESTS phase_racecheck" ;;
-    audit) run_phase audit 600 bash -c "$(declare -f phase_audit); PY=$PY LOG=$LOG phase_audit" ;;
+      run_phase sanitize 900 bash -c phase_sanitize ;;
+    racecheck) run_phase racecheck 300 bash -c phase_racecheck ;;
+    audit) run_phase audit 600 bash -c phase_audit ;;
     altbuild)
       rm -f python/stridewise/_lib/libstridewise_torch.so
-      run_phase altbuild 600 bash -c "$(declare -f phase_altbuild); PY=$PY phase_altbuild" ;;
+      run_phase altbuild 600 bash -c phase_altbuild ;;
     triage) run_phase triage 300 "$PY" scripts/triage_aten_cuda.py ;;
     *) note "$(printf '%-10s unknown phase' "$phase")"; failed=1 ;;
   esac
