@@ -79,6 +79,71 @@ LoopPlan<N> plan_loop(int rank, const int64_t* shape, const int64_t* const* stri
   return p;
 }
 
+namespace {
+
+// Largest power of two <= cap that divides n (1 when n is odd).
+int64_t pow2_divisor(int64_t n, int64_t cap) {
+  int64_t b = 1;
+  while (b * 2 <= cap && n % (b * 2) == 0) b *= 2;
+  return b;
+}
+
+}  // namespace
+
+template <int N>
+LoopPlan<N> block_loop(const LoopPlan<N>& p, const int64_t* want_bytes, const int64_t* elem_bytes,
+                       int64_t max_box) {
+  if (p.rank < 2) return p;
+  // inner[d]: elements of planned dim d that go into the box (1 = the dim stays outside).
+  int64_t inner[kMaxRank];
+  for (int d = 0; d < p.rank; ++d) inner[d] = 1;
+  int order[kMaxRank];  // box dims after dim 0, in the order operands asked for them
+  int n_box = 0;
+  for (int k = 1; k < N; ++k) {
+    if (want_bytes[k] <= 0) continue;
+    int f = -1;
+    for (int d = 0; d < p.rank; ++d)
+      if (p.strides[k][d] != 0 && (f < 0 || p.strides[k][d] < p.strides[k][f])) f = d;
+    if (f <= 0 || inner[f] > 1) continue;  // runs along dim 0 already, or taken by another
+    const int64_t per_run = want_bytes[k] / (p.strides[k][f] * elem_bytes[k]);
+    const int64_t b = per_run >= 2 ? pow2_divisor(p.sizes[f], per_run) : 1;
+    if (b < 2) continue;
+    inner[f] = b;
+    order[n_box++] = f;
+  }
+  if (n_box == 0 || p.rank + n_box > kMaxRank) return p;  // each inner part adds a dim
+  int64_t run0 = p.strides[0][0] > 0 ? want_bytes[0] / (p.strides[0][0] * elem_bytes[0]) : 1;
+  inner[0] = p.sizes[0] <= run0 ? p.sizes[0] : pow2_divisor(p.sizes[0], run0);
+  // Keep the box within max_box: halve the widest inner part after dim 0's.
+  auto box = [&] {
+    int64_t b = inner[0];
+    for (int i = 0; i < n_box; ++i) b *= inner[order[i]];
+    return b;
+  };
+  while (box() > max_box) {
+    int w = order[0];
+    for (int i = 1; i < n_box; ++i)
+      if (inner[order[i]] > inner[w]) w = order[i];
+    if (inner[w] < 2) break;
+    inner[w] /= 2;
+  }
+
+  LoopPlan<N> q;
+  q.numel = p.numel;
+  q.fits_int32 = p.fits_int32;
+  auto push = [&](int d, int64_t size, int64_t step) {  // step: stride multiplier
+    if (size <= 1) return;
+    q.sizes[q.rank] = size;
+    q.perm[q.rank] = p.perm[d];
+    for (int k = 0; k < N; ++k) q.strides[k][q.rank] = p.strides[k][d] * step;
+    ++q.rank;
+  };
+  push(0, inner[0], 1);
+  for (int i = 0; i < n_box; ++i) push(order[i], inner[order[i]], 1);
+  for (int d = 0; d < p.rank; ++d) push(d, p.sizes[d] / inner[d], inner[d]);
+  return q;
+}
+
 template <int N>
 int64_t plan_offset(const LoopPlan<N>& p, int k, int64_t linear) {
   int64_t off = 0;
@@ -100,7 +165,8 @@ int64_t logical_offset(int rank, const int64_t* shape, const int64_t* strides, i
 
 #define SW_INSTANTIATE_PLAN(N)                                                                   \
   template LoopPlan<N> plan_loop<N>(int, const int64_t*, const int64_t* const*, const int64_t*); \
-  template int64_t plan_offset<N>(const LoopPlan<N>&, int, int64_t);
+  template int64_t plan_offset<N>(const LoopPlan<N>&, int, int64_t);                             \
+  template LoopPlan<N> block_loop<N>(const LoopPlan<N>&, const int64_t*, const int64_t*, int64_t);
 SW_INSTANTIATE_PLAN(1)
 SW_INSTANTIATE_PLAN(2)
 SW_INSTANTIATE_PLAN(3)

@@ -142,6 +142,79 @@ TEST(Layout, RandomPlansKeepEveryOffset4) {
   random_plans<4>(60);
 }
 
+// block_loop reorders a plan without changing what any position means: with a passive
+// operand holding each dim's plan-position stride, every blocked position maps to a distinct
+// plan position, and its other offsets are that plan position's offsets. Checked over every
+// position of random plans, with small runs so that sizes 2..5 get split.
+TEST(Layout, BlockLoopKeepsEveryPosition) {
+  Rng rng(test_seed() + 11);
+  SCOPED_TRACE("seed " + std::to_string(test_seed()));
+  int blocked = 0;
+  for (int rank : {2, 3, 4, 5, 6, 8, 12, 25, 64}) {
+    for (int rep = 0; rep < 400; ++rep) {
+      const std::vector<int64_t> shape = random_shape(rng, rank, 3000);
+      std::vector<std::vector<int64_t>> st;
+      for (int k = 0; k < 3; ++k) st.push_back(any_strides(rng, shape, k == 0 && coin(rng, 0.7)));
+      const LoopPlan<3> p = plan<3>(shape, st);
+      LoopPlan<4> w;
+      w.rank = p.rank;
+      w.numel = p.numel;
+      int64_t acc = 1;
+      for (int d = 0; d < p.rank; ++d) {
+        w.sizes[d] = p.sizes[d];
+        w.perm[d] = p.perm[d];
+        for (int k = 0; k < 3; ++k) w.strides[k][d] = p.strides[k][d];
+        w.strides[3][d] = acc;
+        acc *= p.sizes[d];
+      }
+      const int64_t want[4] = {rand_int(rng, 1, 16), rand_int(rng, 1, 8), rand_int(rng, 1, 8), 0};
+      const int64_t bytes[4] = {1, 1, 1, 1};
+      const LoopPlan<4> q = stridewise::block_loop<4>(w, want, bytes, rand_int(rng, 1, 64));
+      SCOPED_TRACE("shape " + shape_str(shape));
+      ASSERT_EQ(q.numel, p.numel);
+      ASSERT_LE(q.rank, kMaxRank);
+      int64_t prod = 1;
+      for (int d = 0; d < q.rank; ++d) prod *= q.sizes[d];
+      ASSERT_EQ(prod, p.rank ? p.numel : 1);
+      blocked += q.rank != p.rank;
+      std::vector<char> seen(static_cast<size_t>(p.numel), 0);
+      for (int64_t i = 0; i < q.numel; ++i) {
+        const int64_t pos = plan_offset(q, 3, i);
+        ASSERT_GE(pos, 0);
+        ASSERT_LT(pos, p.numel);
+        ASSERT_FALSE(seen[static_cast<size_t>(pos)]) << "plan position " << pos << " twice";
+        seen[static_cast<size_t>(pos)] = 1;
+        for (int k = 0; k < 3; ++k)
+          ASSERT_EQ(plan_offset(q, k, i), plan_offset(p, k, pos)) << "operand " << k;
+      }
+    }
+  }
+  EXPECT_GT(blocked, 60);  // the property was exercised on reordered plans, not just copies
+}
+
+// The transposed index of bench_gather.py: out (64,1024,1024) contiguous, index strides
+// (2^20, 1, 1024), self (64,4096,1024) on dim 1. The walk takes 32 out elements along D, then
+// 4 index values along K (one 32-byte sector of int64), then the rest in plan order.
+TEST(Layout, BlockLoopTransposedIndex) {
+  const auto p =
+      plan<3>({64, 1024, 1024}, {{1 << 20, 1024, 1}, {1 << 20, 1, 1024}, {1 << 22, 0, 1}});
+  ASSERT_EQ(p.rank, 3);
+  LoopPlan<3> w = p;
+  const int64_t want[3] = {128, 32, 32}, bytes[3] = {4, 8, 4};
+  const LoopPlan<3> q = stridewise::block_loop<3>(w, want, bytes, 1024);
+  ASSERT_EQ(q.rank, 5);
+  const int64_t sizes[5] = {32, 4, 32, 256, 64};
+  const int64_t index_strides[5] = {1024, 1, 32 * 1024, 4, 1 << 20};
+  for (int d = 0; d < 5; ++d) {
+    EXPECT_EQ(q.sizes[d], sizes[d]) << d;
+    EXPECT_EQ(q.strides[1][d], index_strides[d]) << d;
+  }
+  // Every operand walked along dim 0 already: nothing to gain, the plan comes back as is.
+  const auto c =
+      plan<3>({64, 1024, 1024}, {{1 << 20, 1024, 1}, {1 << 20, 1024, 1}, {1 << 22, 0, 1}});
+  EXPECT_EQ(stridewise::block_loop<3>(c, want, bytes, 1024).rank, c.rank);
+}
+
 TEST(Layout, ContiguousCoalescesToRankOne) {
   const auto p = plan<1>({2, 3, 4}, {{12, 4, 1}});
   ASSERT_EQ(p.rank, 1);

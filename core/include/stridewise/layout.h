@@ -35,6 +35,20 @@ template <int N>
 LoopPlan<N> plan_loop(int rank, const int64_t* shape, const int64_t* const* strides,
                       const int64_t* extra_extent = nullptr);
 
+// The same tuples in an order with better locality, for kernels that walk positions in
+// order (consecutive positions on one thread block). Operand k with want_bytes[k] > 0 asks for
+// runs of that many bytes along its own fastest dim (smallest non-zero stride), elem_bytes[k]
+// bytes per element; 0 makes operand k passive (its strides are carried along, e.g. a
+// position counter). Operand 0 gets its run on dim 0 (the plan orders dims by operand 0).
+// For each other operand whose fastest dim is not dim 0 and packs at least two elements into
+// its run, that dim is split into an inner part (a power of two dividing its size, at most
+// run / (stride * elem_bytes)) and an outer part, and the inner parts move right behind dim
+// 0's inner part: consecutive positions then cover a box of at most max_box positions in which
+// each operand's runs are read whole. Returns p itself when no operand gains.
+template <int N>
+LoopPlan<N> block_loop(const LoopPlan<N>& p, const int64_t* want_bytes, const int64_t* elem_bytes,
+                       int64_t max_box);
+
 // Offset of planned position `linear` (row-major over the planned dims, fastest first) for
 // operand k. Reference implementation for tests and the CPU path's slow cases.
 template <int N>
