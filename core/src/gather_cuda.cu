@@ -9,6 +9,8 @@
 // cudaGetLastError. No allocation, no synchronization (unless CudaCheckMode::kSync).
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+
 #include "cuda_status.cuh"
 #include "gather_cuda_impl.h"
 #include "stridewise/cuda_errors.h"
@@ -48,8 +50,16 @@ __device__ __forceinline__ void with_bad_index_report(const ErrorSite& site, Bod
   if (bad.any) report_bad_index(&block_claim, site, bad);
 }
 
+// Blocks per SM the compiler must fit (__launch_bounds__): 8 x 256 threads caps a kernel at 32
+// registers, full occupancy, for the latency-bound random reads of elems and tile. Only where
+// ptxas showed no spills at 32 registers (sm_90, CUDA 13.0): elements up to 4 bytes (elems)
+// or 8 bytes (tile) with 32-bit offsets. The rows kernel streams 16-byte units and needs more.
+template <typename E, typename I, int MaxBytes>
+constexpr int kMinBlocks = sizeof(E) <= MaxBytes && sizeof(I) == 4 ? 8 : 1;
+
 template <typename E, typename IdxT, typename I, int D>
-__global__ void __launch_bounds__(kThreads) gather_elems_kernel(const ElemsArgs<IdxT, I, D> a) {
+__global__ void __launch_bounds__(kThreads, (kMinBlocks<E, I, 4>))
+    gather_elems_kernel(const ElemsArgs<IdxT, I, D> a) {
   with_bad_index_report(a.site, [&](BadIndex& bad) {
     elems_thread<E>(a, I(blockIdx.x), I(threadIdx.x), I(gridDim.x), bad);
   });
@@ -62,6 +72,32 @@ __global__ void __launch_bounds__(kThreads) gather_rows_kernel(const RowsArgs<Id
   });
 }
 
+template <typename E, typename IdxT, typename I, int D>
+__global__ void __launch_bounds__(kThreads, (kMinBlocks<E, I, 8>))
+    gather_tile_kernel(const TileArgs<IdxT, I, D> a) {
+  __shared__ TileBuffer buf;
+  with_bad_index_report(a.site, [&](BadIndex& bad) {
+    for (I t = I(blockIdx.x); t < a.num_tiles; t += I(gridDim.x)) {
+      tile_load_thread(a, t, I(threadIdx.x), buf);
+      __syncthreads();
+      tile_store_thread<E>(a, t, I(threadIdx.x), buf, bad);
+      __syncthreads();  // the next tile's loads overwrite buf
+    }
+  });
+}
+
+// STRIDEWISE_GATHER_CUDA_KERNEL (auto|elems|plain|tile), read once: forces a kernel for
+// benchmarks and profiles. An unknown value is ignored (auto), never an error on a user's call.
+KernelChoice forced_kernel() {
+  static const KernelChoice choice = [] {
+    KernelChoice c = KernelChoice::kAuto;
+    return parse_kernel_choice(std::getenv("STRIDEWISE_GATHER_CUDA_KERNEL"), &c)
+               ? c
+               : KernelChoice::kAuto;
+  }();
+  return choice;
+}
+
 struct CudaRunner {
   cudaStream_t stream;
   template <typename U, typename IdxT, typename I, int D>
@@ -71,6 +107,10 @@ struct CudaRunner {
   template <typename E, typename IdxT, typename I, int D>
   void elems(const ElemsArgs<IdxT, I, D>& a, unsigned blocks) {
     gather_elems_kernel<E, IdxT, I, D><<<blocks, kThreads, 0, stream>>>(a);
+  }
+  template <typename E, typename IdxT, typename I, int D>
+  void tile(const TileArgs<IdxT, I, D>& a, unsigned blocks) {
+    gather_tile_kernel<E, IdxT, I, D><<<blocks, kThreads, 0, stream>>>(a);
   }
 };
 
@@ -96,7 +136,8 @@ Status gather_cuda(const GatherArgs& args, const GatherPlan& plan, void* stream,
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
   cuda_gather::CudaRunner runner{s};
   std::string why;
-  st = cuda_gather::run_gather(args, plan, {rec, plan.dim, plan.self_dim_size}, runner, &why);
+  st = cuda_gather::run_gather(args, plan, {rec, plan.dim, plan.self_dim_size}, runner, &why,
+                               cuda_gather::forced_kernel());
   if (st != Status::kOk) return detail::fail(err, st, why);
   SW_CUDA_TRY(cudaGetLastError(), err);  // launch configuration, or an earlier sticky error
 

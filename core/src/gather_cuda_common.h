@@ -65,6 +65,26 @@ struct Tag {
   using type = T;
 };
 
+// Which kernel run_gather takes: kAuto picks by layout; the others force one where the
+// layout allows it (kPlain: the elems kernel in plan order, without block_loop).
+enum class KernelChoice : int { kAuto, kElems, kPlain, kTile };
+
+// "auto" / "elems" / "plain" / "tile"; false for anything else.
+inline bool parse_kernel_choice(const char* s, KernelChoice* c) {
+  const std::string v = s ? s : "";
+  if (v.empty() || v == "auto")
+    *c = KernelChoice::kAuto;
+  else if (v == "elems")
+    *c = KernelChoice::kElems;
+  else if (v == "plain")
+    *c = KernelChoice::kPlain;
+  else if (v == "tile")
+    *c = KernelChoice::kTile;
+  else
+    return false;
+  return true;
+}
+
 // Where a bad index is reported. `size` is self.sizes[dim]: valid values are [0, size).
 struct ErrorSite {
   CudaErrorRecord* rec;  // device view of this device's mapped record (null when emulated)

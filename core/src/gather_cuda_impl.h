@@ -1,10 +1,10 @@
 // CUDA gather internals, shared by gather_cuda.cu (which wraps the per-thread bodies in
-// __global__ kernels and launches them) and by core/tests/cuda/test_gather_emulated.cpp
+// __global__ kernels and launches them) and by core/tests/cuda/test_gather_emulated*.cpp
 // (which runs the very same bodies for every block and thread of the grid on the host, so
 // the index arithmetic is exercised on machines without a GPU). No __global__ code and no
 // CUDA runtime calls here. Design and dispatch table: docs/gather_cuda.md.
 //
-// Two kernels, both driven by plan_gather's LoopPlan (dims fastest first; operands out,
+// Three kernels, driven by plan_gather's LoopPlan (dims fastest first; operands out,
 // index, self; self's stride on `dim` is 0 and each index step adds self_dim_stride):
 //  - rows:  the fastest planned dim has index stride 0 and unit stride in out and self, so
 //           each "row" along it copies one contiguous run of self to one contiguous run of
@@ -12,12 +12,18 @@
 //           and moves the run in units of B bytes (B <= 16: 128-bit loads and stores).
 //           Also used with one element per row and B < element size when out/self are not
 //           aligned to their element size, so no access is ever misaligned.
+//  - tile:  the index runs along another dim than out (gather_cuda_tile.h): index tiles are
+//           read whole and turned around in shared memory.
 //  - elems: every other layout. Each thread takes kUnroll elements and issues all their
 //           index loads, then all their self loads, then the stores (no load waits on a
-//           store, kUnroll independent loads in flight per thread).
+//           store, kUnroll independent loads in flight per thread). The walk is blocked
+//           (block_loop): consecutive positions, one thread block's worth, cover a small box
+//           in which out, the index and self each use whole sectors along their own fastest
+//           dims, so an operand walked across its memory is still read from L1, not L2.
 // Offsets are uint32_t when every offset the launch can form fits in 31 bits, else
 // int64_t. A bad index value is never used as an address: its element (or row) is skipped
-// and reported to the caller of the body (BadIndex), which records it (cuda_errors.h).
+// and reported to the caller of the body (BadIndex), which records it (cuda_errors.h) with
+// its position in plan_gather's order.
 #pragma once
 
 #include <algorithm>
@@ -25,6 +31,7 @@
 #include <string>
 
 #include "gather_cuda_common.h"
+#include "gather_cuda_tile.h"
 #include "stridewise/gather.h"
 #include "stridewise/offset_calc.h"
 
@@ -36,7 +43,7 @@ struct ElemsArgs {
   void* out;
   const void* self;
   const IdxT* index;
-  OffsetCalculator<3, I, D> calc;  // planned position -> (out, index, self) element offsets
+  OffsetCalculator<4, I, D> calc;  // position -> (out, index, self, plan position)
   I numel;
   I self_dim_stride;
   ErrorSite site;
@@ -59,7 +66,7 @@ SW_HOST_DEVICE SW_INLINE void elems_thread(const ElemsArgs<IdxT, I, D>& a, I blo
       const I i = base + I(u * kThreads) + thread;
       live[u] = i < a.numel;
       if (live[u]) {
-        const Offsets<3, I> o = a.calc.get(i);
+        const Offsets<4, I> o = a.calc.get(i);  // o.v[3] unused here: compiled away
         o_out[u] = o.v[kGatherOut];
         o_self[u] = o.v[kGatherSelf];
         v[u] = static_cast<int64_t>(SW_LDG(a.index + o.v[kGatherIndex]));
@@ -74,7 +81,8 @@ SW_HOST_DEVICE SW_INLINE void elems_thread(const ElemsArgs<IdxT, I, D>& a, I blo
         val[u] = SW_LDG(self + (o_self[u] + I(v[u]) * a.self_dim_stride));
       } else {
         live[u] = false;
-        if (!bad.any) bad = BadIndex{true, v[u], int64_t(base) + u * kThreads + int64_t(thread)};
+        if (!bad.any)  // rare: recompute the offsets for the plan position
+          bad = BadIndex{true, v[u], int64_t(a.calc.get(base + I(u * kThreads) + thread).v[3])};
       }
     }
     SW_UNROLL
@@ -209,23 +217,47 @@ Status run_rows(const GatherArgs& args, const GatherPlan& p, const RowsWork& w,
   });
 }
 
+// The elems kernel's walk: plan order with a plan-position operand, blocked for locality
+// unless `plain`.
+inline LoopPlan<4> elems_walk(const GatherPlan& p, int esize, int index_bytes, bool plain) {
+  const LoopPlan<3>& l = p.loop;
+  LoopPlan<4> w;
+  w.rank = l.rank;
+  w.numel = l.numel;
+  w.fits_int32 = l.fits_int32;
+  int64_t acc = 1;
+  for (int d = 0; d < l.rank; ++d) {
+    w.sizes[d] = l.sizes[d];
+    w.perm[d] = l.perm[d];
+    for (int k = 0; k < 3; ++k) w.strides[k][d] = l.strides[k][d];
+    w.strides[3][d] = acc;
+    acc *= l.sizes[d];
+  }
+  if (plain) return w;
+  // out: a warp-wide run (128 bytes, at most 32 elements); index and self: one 32-byte sector.
+  const int64_t want[4] = {int64_t(kTile) * 4, 32, 32, 0};
+  const int64_t bytes[4] = {esize, index_bytes, esize, 1};
+  return block_loop<4>(w, want, bytes, int64_t(kThreads) * kUnroll);
+}
+
 template <typename Runner>
 Status run_elems(const GatherArgs& args, const GatherPlan& p, int esize, const ErrorSite& site,
-                 Runner& runner) {
-  const LoopPlan<3>& l = p.loop;
-  const int64_t blocks = std::min(ceil_div(l.numel, int64_t(kThreads) * kUnroll), kMaxBlocks);
-  const bool u32 = l.numel <= kI32Max && fits_u32(l, p.self_dim_size, p.self_dim_stride, 0);
+                 Runner& runner, bool plain) {
+  const LoopPlan<4> w = elems_walk(p, esize, elem_size(args.index.dtype), plain);
+  const int64_t blocks = std::min(ceil_div(w.numel, int64_t(kThreads) * kUnroll), kMaxBlocks);
+  // Blocking only reorders the plan's offsets, so the plan's bound holds for the walk.
+  const bool u32 = w.numel <= kI32Max && fits_u32(p.loop, p.self_dim_size, p.self_dim_stride, 0);
   return with_unit(esize, [&](auto et) {
     return with_index_offset(args.index.dtype == DType::kInt64, u32, [&](auto it, auto ot) {
-      return with_dims(l.rank, [&](auto dims) {
+      return with_dims(w.rank, [&](auto dims) {
         using IdxT = typename decltype(it)::type;
         using I = typename decltype(ot)::type;
         ElemsArgs<IdxT, I, decltype(dims)::value> a;
         a.out = args.out.data;
         a.self = args.self.data;
         a.index = static_cast<const IdxT*>(args.index.data);
-        a.calc = OffsetCalculator<3, I, decltype(dims)::value>(l);
-        a.numel = static_cast<I>(l.numel);
+        a.calc = OffsetCalculator<4, I, decltype(dims)::value>(w);
+        a.numel = static_cast<I>(w.numel);
         a.self_dim_stride = static_cast<I>(p.self_dim_stride);
         a.site = site;
         runner.template elems<typename decltype(et)::type>(a, static_cast<unsigned>(blocks));
@@ -236,20 +268,24 @@ Status run_elems(const GatherArgs& args, const GatherPlan& p, int esize, const E
 }
 
 // Picks the kernel and its unit for a validated, non-empty plan and hands it to `runner`.
+// `choice` other than kAuto forces a kernel where the layout allows it (benchmarks, tests;
+// STRIDEWISE_GATHER_CUDA_KERNEL): misaligned data always takes the rows kernel's small units.
 template <typename Runner>
 Status run_gather(const GatherArgs& args, const GatherPlan& plan, const ErrorSite& site,
-                  Runner& runner, std::string* why) {
+                  Runner& runner, std::string* why, KernelChoice choice = KernelChoice::kAuto) {
   const LoopPlan<3>& l = plan.loop;
   const int esize = elem_size(args.out.dtype);
-  if (addr(args.index.data) % static_cast<uint64_t>(elem_size(args.index.dtype)) != 0) {
+  const int isize = elem_size(args.index.dtype);
+  if (addr(args.index.data) % static_cast<uint64_t>(isize) != 0) {
     *why = "gather: index data pointer is not aligned to its element size";
     return Status::kUnsupported;
   }
   const uint64_t e = static_cast<uint64_t>(esize);
   const uint64_t data_bits = addr(args.out.data) | addr(args.self.data);
+  const bool rows_run = l.rank >= 1 && l.strides[kGatherIndex][0] == 0 &&
+                        l.strides[kGatherOut][0] == 1 && l.strides[kGatherSelf][0] == 1;
   Status st;
-  if (l.rank >= 1 && l.strides[kGatherIndex][0] == 0 && l.strides[kGatherOut][0] == 1 &&
-      l.strides[kGatherSelf][0] == 1) {
+  if (rows_run && choice == KernelChoice::kAuto) {
     // Unit: divides the row's bytes, every other out/self stride in bytes, the bytes one
     // index step moves and both base addresses, so every unit access is aligned. (OR-ing
     // keeps the lowest set bit of all of them.) Same conditions as pick_gather_vec, which
@@ -265,8 +301,11 @@ Status run_gather(const GatherArgs& args, const GatherPlan& plan, const ErrorSit
     RowsWork w;  // misaligned elements: each copied as esize/unit smaller, aligned units
     make_rows(plan, esize, pow2_unit(data_bits | e), /*first_dim=*/0, &w);
     st = run_rows(args, plan, w, site, runner);
+  } else if (choice == KernelChoice::kTile ? tile_partner(l) >= 0
+                                           : choice == KernelChoice::kAuto && tile_pays(l, isize)) {
+    st = run_tile(args, plan, esize, site, runner);
   } else {
-    st = run_elems(args, plan, esize, site, runner);
+    st = run_elems(args, plan, esize, site, runner, choice == KernelChoice::kPlain);
   }
   if (st != Status::kOk) *why = "gather: element size " + std::to_string(esize) + " unsupported";
   return st;

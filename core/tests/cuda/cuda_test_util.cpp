@@ -140,6 +140,66 @@ void rows_path_cases(
   }
 }
 
+namespace {
+
+// Strides of a dense tensor whose dims are laid out in `order` (outermost first), each
+// dim's run padded by `pad` elements.
+std::vector<int64_t> dense_strides(const std::vector<int64_t>& sizes, const std::vector<int>& order,
+                                   int64_t pad) {
+  std::vector<int64_t> st(sizes.size(), 0);
+  int64_t acc = 1;
+  for (size_t i = order.size(); i-- > 0;) {
+    st[static_cast<size_t>(order[i])] = acc;
+    acc *= sizes[static_cast<size_t>(order[i])] + (i + 1 == order.size() ? pad : 0);
+  }
+  return st;
+}
+
+// A random order of 0..r-1 with `inner` last (innermost) and, when outer >= 0, `outer` first.
+std::vector<int> order_with(swt::Rng& rng, int r, int inner, int outer) {
+  std::vector<int> rest;
+  for (int d = 0; d < r; ++d)
+    if (d != inner && d != outer) rest.push_back(d);
+  for (size_t i = rest.size(); i > 1; --i)
+    std::swap(rest[i - 1], rest[static_cast<size_t>(swt::rand_int(rng, 0, int64_t(i) - 1))]);
+  std::vector<int> o;
+  if (outer >= 0) o.push_back(outer);
+  o.insert(o.end(), rest.begin(), rest.end());
+  o.push_back(inner);
+  return o;
+}
+
+}  // namespace
+
+void tile_path_cases(swt::Rng& rng, int count,
+                     const std::function<void(swt::GatherCase&, const std::string&)>& visit) {
+  using stridewise::DType;
+  for (int i = 0; i < count; ++i) {
+    const int r = static_cast<int>(swt::rand_int(rng, 2, 4));
+    const int a = static_cast<int>(swt::rand_int(rng, 0, r - 1));
+    int k = static_cast<int>(swt::rand_int(rng, 0, r - 2));
+    if (k >= a) ++k;
+    std::vector<int64_t> isz(static_cast<size_t>(r));
+    for (int d = 0; d < r; ++d)
+      isz[d] = d == a || d == k ? swt::rand_int(rng, 32, 90) : swt::rand_int(rng, 1, 3);
+    const int64_t dim = swt::rand_int(rng, 0, r - 1);
+    std::vector<int64_t> ssz = isz;
+    ssz[static_cast<size_t>(dim)] += swt::rand_int(rng, 0, 20);
+    if (ssz[static_cast<size_t>(dim)] == 0) ssz[static_cast<size_t>(dim)] = 1;
+    // out: a innermost; index: k innermost and a outermost (a large stride along a).
+    const std::vector<int64_t> ost =
+        dense_strides(isz, order_with(rng, r, a, -1), swt::coin(rng, 0.3) ? 3 : 0);
+    const std::vector<int64_t> ist = dense_strides(isz, order_with(rng, r, k, a), 0);
+    const int s_inner = static_cast<int>(swt::rand_int(rng, 0, r - 1));
+    const std::vector<int64_t> sst = dense_strides(ssz, order_with(rng, r, s_inner, -1), 0);
+    const DType dt = kDataTypes[swt::rand_int(rng, 0, 4)];
+    const DType it = swt::coin(rng, 0.5) ? DType::kInt64 : DType::kInt32;
+    swt::GatherCase c = make_case(rng, dt, it, dim, ssz, sst, swt::rand_int(rng, 0, 3), isz, ist,
+                                  ost, swt::rand_int(rng, 0, 2));
+    visit(c, "tile case " + std::to_string(i));
+  }
+}
+
 std::string status_str(Status s, const ErrorDetail& e) {
   return std::string(stridewise::status_name(s)) + " (" + e.message + ")";
 }

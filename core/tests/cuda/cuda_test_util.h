@@ -83,6 +83,14 @@ swt::GatherCase make_case(swt::Rng& rng, stridewise::DType dt, stridewise::DType
 void rows_path_cases(
     swt::Rng& rng, const std::function<void(swt::GatherCase&, size_t, const std::string&)>& visit);
 
+// The tile family: ranks 2..4, an index whose memory runs along another dim ("k") than
+// out's ("a"); a and k sized 32..90 (whole and partial 32-wide tiles), the other dims 1..3;
+// self in a random dim order, out contiguous in a's order or padded; every element size,
+// both index types, any gathered dim. All of them make gather_cuda pick the tile kernel.
+// visit(case, description) once per case; the GPU test and its host twin share it.
+void tile_path_cases(swt::Rng& rng, int count,
+                     const std::function<void(swt::GatherCase&, const std::string&)>& visit);
+
 // Expected out storage after the gather: the poisoned storage with every out element
 // written, walking logical coordinates with an odometer (no division per element, so it
 // is usable for the 10^8-element high-rank cases). Elements whose index value is out of

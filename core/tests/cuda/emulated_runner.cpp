@@ -24,7 +24,7 @@ Status emulate(const GatherArgs& args, HostRunner& r, ErrorDetail* e, const Emul
   if (st != Status::kOk || plan.loop.numel == 0) return st;
   const cg::ErrorSite site{nullptr, plan.dim, plan.self_dim_size};
   std::string why;
-  st = cg::run_gather(args, plan, site, r, &why);
+  st = cg::run_gather(args, plan, site, r, &why, opts.choice);
   if (st != Status::kOk) return st;
   if (!r.first.any) return Status::kOk;
   e->status = Status::kIndexOutOfRange;
@@ -55,7 +55,8 @@ struct Shifted {
                                             const EmulateOpts& opts, Launch* launch) {
   const std::string where = "\n  case: " + c.describe() + "\n  shifts " +
                             std::to_string(out_shift) + "/" + std::to_string(self_shift) +
-                            "; grid cap " + std::to_string(opts.grid_cap) +
+                            "; grid cap " + std::to_string(opts.grid_cap) + "; choice " +
+                            std::to_string(static_cast<int>(opts.choice)) +
                             "; STRIDEWISE_TEST_SEED=" + std::to_string(seed);
   int64_t bad = 0;
   const std::vector<unsigned char> want = reference_out(c, &bad);
@@ -72,7 +73,7 @@ struct Shifted {
   ErrorDetail e;
   const Status st = emulate(a, r, &e, opts);
   if (launch) *launch = r.launch;
-  {  // plan_gather's vector width (pick_gather_vec) is never wider than the unit used
+  if (opts.choice == cg::KernelChoice::kAuto) {  // plan.vec never wider than the unit used
     GatherPlan plan;
     ErrorDetail pe;
     if (stridewise::plan_gather(a, &plan, &pe) == Status::kOk && plan.vec > 1 &&

@@ -21,7 +21,7 @@ namespace swct {
 namespace cg = stridewise::cuda_gather;
 
 struct Launch {
-  std::string kernel;  // "rows" or "elems"
+  std::string kernel;  // "rows", "elems" or "tile"
   int unit = 0;        // bytes per load/store
   int dims = 0;        // OffsetCalculator capacity D
   bool u32 = false;
@@ -29,6 +29,7 @@ struct Launch {
   unsigned blocks = 0;
   int group = 0;  // rows: threads per row tile
   int64_t tiles_per_row = 0;
+  int walk_rank = 0;  // elems: dims of its (blocked) walk; tile: dims of the rest
 };
 
 // Offsets are in units, so every access is aligned iff the base pointers are: x86 would
@@ -70,10 +71,35 @@ struct HostRunner {
   template <typename E, typename IdxT, typename I, int D>
   void elems(const cg::ElemsArgs<IdxT, I, D>& a, unsigned blocks) {
     launch = launch_of<IdxT, I, D>("elems", int(sizeof(E)), blocks);
+    launch.walk_rank = a.calc.rank;
     if (execute) expect_aligned(a.out, a.self, sizeof(E));
     each_thread(blocks, [&](unsigned b, unsigned t, unsigned g, cg::BadIndex& bad) {
       cg::elems_thread<E>(a, I(b), I(t), I(g), bad);
     });
+  }
+  // Per block: every tile of its grid-stride loop, each as the kernel does it: all threads'
+  // loads into one shared buffer (poisoned first, so reading an entry no thread wrote shows),
+  // then all threads' stores.
+  template <typename E, typename IdxT, typename I, int D>
+  void tile(const cg::TileArgs<IdxT, I, D>& a, unsigned blocks) {
+    launch = launch_of<IdxT, I, D>("tile", int(sizeof(E)), blocks);
+    launch.walk_rank = a.rest.rank;
+    if (!execute) return;
+    expect_aligned(a.out, a.self, sizeof(E));
+    const unsigned g = grid(blocks);
+    cg::TileBuffer buf;
+    for (unsigned b = 0; b < g; ++b)
+      for (I t = I(b); t < a.num_tiles; t += I(g)) {
+        for (auto& row : buf.v)
+          for (auto& x : row) x = int64_t(0x5a5a5a5a5a5a5a5a);
+        for (unsigned th = 0; th < unsigned(cg::kThreads); ++th)
+          cg::tile_load_thread(a, t, I(th), buf);
+        for (unsigned th = 0; th < unsigned(cg::kThreads); ++th) {
+          cg::BadIndex bad;
+          cg::tile_store_thread<E>(a, t, I(th), buf, bad);
+          if (bad.any && !first.any) first = bad;
+        }
+      }
   }
 
  private:
@@ -93,6 +119,7 @@ struct HostRunner {
 
 struct EmulateOpts {
   unsigned grid_cap = 0;  // HostRunner::grid_cap
+  cg::KernelChoice choice = cg::KernelChoice::kAuto;
 };
 
 // gather_cuda's host path with the HostRunner in place of the launch.

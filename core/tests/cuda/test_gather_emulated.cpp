@@ -114,10 +114,11 @@ TEST(GatherEmulated, BenchmarkShapesDispatch) {
   l = dispatch_of(DType::kBFloat16, {65536, 4096}, {4096, 1}, {65536, 256}, {256, 1}, {256, 1}, 1);
   EXPECT_EQ(l.kernel, "elems");
   EXPECT_TRUE(l.u32);
-  // Transposed index: contiguous (64,1024,1024) viewed .transpose(1,2).
+  // Transposed index: contiguous (64,1024,1024) viewed .transpose(1,2): the tile kernel
+  // (its details in test_gather_tile.cpp).
   l = dispatch_of(DType::kFloat32, {64, 4096, 1024}, {4096 * 1024, 1024, 1}, {64, 1024, 1024},
                   {1024 * 1024, 1, 1024}, {1024 * 1024, 1024, 1}, 1);
-  EXPECT_EQ(l.kernel, "elems");
+  EXPECT_EQ(l.kernel, "tile");
   EXPECT_EQ(l.unit, 4);
   // Misaligned fp32 data (2-byte aligned): the rows kernel with 2-byte units.
   l = dispatch_of(DType::kFloat32, {8, 16}, {16, 1}, {8, 16}, {16, 1}, {16, 1}, 1, 2);
