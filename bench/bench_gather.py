@@ -5,7 +5,7 @@
     PYTHONPATH=python python3 bench/bench_gather.py --quick          # fewer repetitions
     PYTHONPATH=python python3 bench/bench_gather.py --cases seed,expanded --dtypes float16
 
-Cases (dim 1 everywhere):
+Cases (dim 1 unless stated):
   seed        x (4,16,384), index full((4,1,1), 15).expand(4,1,384)        [the seed's repro]
   expanded    self (B,N,D), index randint(0,N,(B,K,1)).expand(B,K,D)      B,N,D,K = 64,4096,1024,1024
   contig      self (B,N,D), index randint(0,N,(B,K,D)) contiguous
@@ -13,6 +13,14 @@ Cases (dim 1 everywhere):
               (K*D, 1, K) -- the index is walked across its rows while out is written in order
   topk        self (M,V), index = top-k positions of a random score per row, (M,k), in [0,V)
               M,V,k = 65536,4096,256 (distinct positions per row, unsorted, like topk().indices)
+  clustered   self (M,V), index = top-k positions over one window [o, o+W) of each row, plus o
+              (o random per row): M,V,W,k = 65536,4096,512,256 -- values cluster in W of V
+  rank6       self and index both permuted in every dim: index logical (16,16,16,16,8,16), self
+              the same with 32 along dim 2 (the gathered dim); self stored in dim order
+              (3,5,0,4,2,1), index in (4,2,5,1,3,0), out contiguous (as ATen allocates it)
+  scattered   self (N,D), index randint(0,N,(D,K)).t(): (K,D) column-major, dim 0 -- each
+              column gathers its own scattered rows (N,D,K = 32768,2048,8192); out is written
+              along D while the index runs along K (the transposed-tile layout in 2-D)
 
 Method: CUDA events around batches of back-to-back calls (time per call = batch time / calls,
 so launch-bound cases include host overhead), warm-up first, median over --reps batches.
@@ -48,7 +56,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 INT_VIEW = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-CASE_ORDER = ["seed", "expanded", "contig", "transposed", "topk"]
+CASE_ORDER = ["seed", "expanded", "contig", "transposed", "topk", "clustered", "rank6", "scattered"]
 
 
 # ---- cases -------------------------------------------------------------------------------
@@ -98,8 +106,46 @@ def make_topk(dtype, device, gen, shrink):
     return x, 1, idx, f"self ({M},{V}), idx topk positions ({M},{k})"
 
 
+def make_clustered(dtype, device, gen, shrink):
+    M, V = 65536 // shrink, 4096 // min(shrink, 16)
+    W, k = 512 // min(shrink, 16), 256 // min(shrink, 16)
+    x = _randn((M, V), dtype, device, gen)
+    scores = torch.rand((M, W), device=device, generator=gen)
+    offset = torch.randint(0, V - W + 1, (M, 1), device=device, generator=gen)
+    idx = scores.topk(k, dim=1).indices + offset
+    del scores
+    return x, 1, idx, f"self ({M},{V}), idx topk of a {W}-wide window per row ({M},{k})"
+
+
+def _permuted(t_shape, order, make):
+    """A tensor of logical shape t_shape whose memory runs in dim order `order` (outer first)."""
+    phys = make([t_shape[d] for d in order])
+    inverse = [order.index(d) for d in range(len(order))]
+    return phys.permute(inverse)
+
+
+def make_rank6(dtype, device, gen, shrink):
+    s = max(1, min(shrink, 4))
+    isz = [16 // s, 16 // s, 16, 16, 8, 16]
+    ssz = list(isz)
+    ssz[2] = 32
+    x = _permuted(ssz, [3, 5, 0, 4, 2, 1], lambda sh: _randn(sh, dtype, device, gen))
+    idx = _permuted(isz, [4, 2, 5, 1, 3, 0],
+                    lambda sh: torch.randint(0, ssz[2], sh, device=device, generator=gen))
+    return x, 2, idx, (f"self {tuple(ssz)} order (3,5,0,4,2,1), idx {tuple(isz)} "
+                       "order (4,2,5,1,3,0), dim 2")
+
+
+def make_scattered(dtype, device, gen, shrink):
+    N, D, K = 32768 // shrink, 2048 // min(shrink, 16), 8192 // shrink
+    x = _randn((N, D), dtype, device, gen)
+    idx = torch.randint(0, N, (D, K), device=device, generator=gen).t()
+    return x, 0, idx, f"self ({N},{D}), idx ({D},{K}).t(), dim 0"
+
+
 MAKERS = {"seed": make_seed, "expanded": make_expanded, "contig": make_contig,
-          "transposed": make_transposed, "topk": make_topk}
+          "transposed": make_transposed, "topk": make_topk, "clustered": make_clustered,
+          "rank6": make_rank6, "scattered": make_scattered}
 
 
 # ---- measurement -------------------------------------------------------------------------

@@ -8,6 +8,7 @@
 #
 #   scripts/gpu_all.sh [phase ...]    (no phase = all, in the order below)
 #   phases: toolchain build bench ctest demo diag pytest sanitize racecheck audit altbuild triage
+#           hostbench benchvar ncu   (profiling: not in the default list)
 #
 # Contract: a failed build stops the run (later phases are listed as not run, and nothing
 # runs against a library that a failed link left behind); the summary lists every phase with
@@ -15,7 +16,8 @@
 # detached from the device tool's call, so it outlives the call.
 #
 # Environment: OUT (default ./out), PYTEST_ARGS (default: every test file but the audit's,
-# which run after, in parallel), BENCH_ARGS,
+# which run after, in parallel), BENCH_ARGS, BENCHVAR_ARGS and BENCHVAR_KERNELS (benchvar:
+# the benchmark with each forced kernel), NCU_ARGS (ncu: bench/ncu_gather.py's arguments),
 # AUDIT_MATRIX (default quick), STRIDEWISE_COMPARE (sw-compare for the dump tests; default
 # the one built in build-gpu).
 {  # read the whole script before running it: the tool re-copies the tree between calls
@@ -40,7 +42,7 @@ stop=""
 note() { echo "$*" | tee -a "$SUMMARY"; }
 pack() {  # logs + summary to $OUT after every phase: a call cut off still returns them
   cp -f "$SUMMARY" "$OUT"/ 2>/dev/null
-  cp -f "$LOG"/bench_gather.md "$OUT"/ 2>/dev/null
+  cp -f "$LOG"/bench_gather.md "$LOG"/ncu_gather.md "$OUT"/ 2>/dev/null
   tar -czf "$OUT/logs.tar.gz" -C "$ROOT/build-gpu" logs 2>/dev/null
 }
 run_phase() {  # run_phase NAME LIMIT_S CMD...: log to $LOG/NAME.log, record rc and duration
@@ -115,9 +117,28 @@ phase_sanitize() {  # memcheck over every CUDA test file; the caching allocator 
   return $rc
 }
 
-phase_racecheck() {  # the kernels' shared memory: the per-block claim of the bad-index report
+phase_racecheck() {  # shared memory: the tile kernel's buffer, the bad-index report's claim
   compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 99 "$CUDA_TESTS" \
-    --gtest_filter='CudaErrors.*:GatherCuda.SeedCase:GatherCuda.RowsPathShapesAndUnits'
+    --gtest_filter='CudaErrors.*:GatherCuda.SeedCase:GatherCuda.RowsPathShapesAndUnits:GatherTile.*'
+}
+
+phase_hostbench() {  # where a launch-bound call's host time goes: the core, then torch's side
+  build-gpu/bench/sw_host_overhead || return 1
+  "$PY" bench/bench_host.py
+}
+
+phase_benchvar() {  # the benchmark with each kernel forced (STRIDEWISE_GATHER_CUDA_KERNEL)
+  local v rc=0
+  for v in ${BENCHVAR_KERNELS:-plain elems tile}; do
+    echo "=== kernel forced: $v"
+    STRIDEWISE_GATHER_CUDA_KERNEL=$v OUT=$LOG/benchvar_$v "$PY" bench/bench_gather.py --quick \
+      --no-sync-check ${BENCHVAR_ARGS:---cases transposed,rank6,scattered --dtypes float32} | tail -n 8 || rc=1
+  done
+  return $rc
+}
+
+phase_ncu() {  # Nsight Compute counters, ATen's kernel beside ours (and forced variants)
+  "$PY" bench/ncu_gather.py --md "$LOG/ncu_gather.md" ${NCU_ARGS:-}
 }
 
 phase_audit() {  # stridewise's CUDA gather under guard pages, in both check modes
@@ -144,7 +165,8 @@ phase_pytest() {  # the whole suite; the audit files in 4 processes (each audit 
 
 # The phases run under `timeout` in a child bash, which sees them (and their settings) exported.
 export ROOT PY LOG CUDA_TESTS PYTEST_ARGS=${PYTEST_ARGS:-}
-export -f phase_toolchain phase_build phase_altbuild phase_sanitize phase_racecheck phase_audit phase_pytest
+export -f phase_toolchain phase_build phase_altbuild phase_sanitize phase_racecheck phase_audit phase_pytest \
+  phase_hostbench phase_benchvar phase_ncu
 
 note "date: $(date -u +%FT%TZ)"
 note "gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
@@ -177,6 +199,9 @@ for phase in $PHASES; do
       rm -f python/stridewise/_lib/libstridewise_torch.so
       run_phase altbuild 600 bash -c phase_altbuild ;;
     triage) run_phase triage 300 "$PY" scripts/triage_aten_cuda.py ;;
+    hostbench) run_phase hostbench 180 bash -c phase_hostbench ;;
+    benchvar) run_phase benchvar 400 bash -c phase_benchvar ;;
+    ncu) run_phase ncu 500 bash -c phase_ncu ;;
     *) note "$(printf '%-10s unknown phase' "$phase")"; failed=1 ;;
   esac
 done

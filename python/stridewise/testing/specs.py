@@ -902,6 +902,18 @@ def large_cases() -> list:
     cases.append(GatherCase((3, 5, 7, 11, 13, 2), (3, 5, 7, 11, 13, 9), 5, torch.float64,
                             index_layout="deep_compound", self_layout="deep_compound",
                             out_layout="compound_writable", name="large-rank6-compound"))
+    # The CUDA tile kernel: the index runs along another dim than out, both >= 32, partial
+    # tiles at both edges (45 = 32 + 13, 70 = 2 * 32 + 6); also into a transposed out=.
+    for dt, it in ((torch.float32, torch.int64), (torch.float16, torch.int32),
+                   (torch.complex128, torch.int64)):
+        cases.append(GatherCase((3, 50, 70), (3, 45, 70), 1, dt, it, index_layout="transpose@1,2",
+                                name=f"large-tile-{str(dt)[6:]}-{str(it)[6:]}"))
+    cases.append(GatherCase((3, 50, 70), (3, 45, 70), 2, torch.float32, index_layout="transpose@1,2",
+                            out_layout="transpose@0,2", name="large-tile-dim2-out-transposed"))
+    # The blocked elems walk: every operand permuted, dims of 4..8 (sector-sized inner parts).
+    cases.append(GatherCase((4, 8, 12, 8, 4, 8), (4, 8, 6, 8, 4, 8), 2, torch.float32,
+                            index_layout="permute", self_layout="permute",
+                            name="large-rank6-permuted"))
     return cases
 
 
