@@ -8,7 +8,8 @@
 #
 #   scripts/gpu_all.sh [phase ...]    (no phase = all, in the order below)
 #   phases: toolchain build bench ctest demo diag pytest sanitize racecheck audit altbuild triage
-#           hostbench benchvar ncu   (profiling: not in the default list)
+#           buildlib hostbench benchvar ncu   (not in the default list: buildlib builds only
+#           the library, for a benchmark-only run; the others profile)
 #
 # Contract: a failed build stops the run (later phases are listed as not run, and nothing
 # runs against a library that a failed link left behind); the summary lists every phase with
@@ -93,6 +94,15 @@ phase_build() {
   "$PY" -m stridewise info
 }
 
+phase_buildlib() {  # only what the Python benchmarks load: the core and the adapter (no tests)
+  local args=(-S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSW_CUDA=ON -DSW_TORCH=ON
+    -DSW_BUILD_TESTS=OFF -DSW_BUILD_TOOLS=OFF -DPython3_EXECUTABLE="$PY")
+  [ -x /usr/bin/g++ ] && args+=(-DCMAKE_CXX_COMPILER=/usr/bin/g++ -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++)
+  cmake "${args[@]}" || return 1
+  cmake --build build-gpu -j "$(nproc)" --target stridewise_torch || return 1
+  "$PY" -m stridewise info
+}
+
 phase_altbuild() {  # the image's defaults: CXX=/opt/gcc/bin/g++ (no shared libstdc++ to link)
   # Builds the adapter with whatever compiler the environment names, as a user's plain cmake
   # would, then exercises the raising path with that library (it replaces build-gpu's).
@@ -165,7 +175,7 @@ phase_pytest() {  # the whole suite; the audit files in 4 processes (each audit 
 
 # The phases run under `timeout` in a child bash, which sees them (and their settings) exported.
 export ROOT PY LOG CUDA_TESTS PYTEST_ARGS=${PYTEST_ARGS:-}
-export -f phase_toolchain phase_build phase_altbuild phase_sanitize phase_racecheck phase_audit phase_pytest \
+export -f phase_toolchain phase_build phase_buildlib phase_altbuild phase_sanitize phase_racecheck phase_audit phase_pytest \
   phase_hostbench phase_benchvar phase_ncu
 
 note "date: $(date -u +%FT%TZ)"
@@ -186,6 +196,9 @@ for phase in $PHASES; do
       rm -f python/stridewise/_lib/libstridewise_torch.so  # never test a library left behind
       run_phase build 900 bash -c phase_build ||
         stop="build failed" ;;
+    buildlib)
+      rm -f python/stridewise/_lib/libstridewise_torch.so
+      run_phase buildlib 600 bash -c phase_buildlib || stop="build failed" ;;
     bench) run_phase bench 300 "$PY" bench/bench_gather.py ${BENCH_ARGS:-} ;;
     ctest) run_phase ctest 300 ctest --test-dir build-gpu --output-on-failure ;;
     demo) run_phase demo 120 "$PY" -m stridewise demo --device cuda ;;
