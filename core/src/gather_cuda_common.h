@@ -171,5 +171,16 @@ Status with_unit(int bytes, F&& f) {
   }
 }
 
+// The three choices every launch makes, nested: f(Tag<unit or element>, Tag<IdxT>, Tag<I>,
+// integral_constant<D>).
+template <typename F>
+Status with_launch_types(int unit_bytes, bool idx64, bool u32, int rank, F&& f) {
+  return with_unit(unit_bytes, [&](auto ut) {
+    return with_index_offset(idx64, u32, [&](auto it, auto ot) {
+      return with_dims(rank, [&](auto dims) { return f(ut, it, ot, dims); });
+    });
+  });
+}
+
 }  // namespace cuda_gather
 }  // namespace stridewise

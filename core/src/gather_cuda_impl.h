@@ -193,9 +193,9 @@ Status run_rows(const GatherArgs& args, const GatherPlan& p, const RowsWork& w,
   const int64_t blocks = std::min(ceil_div(num_tiles << shift, kThreads), kMaxBlocks);
   const bool u32 =
       num_tiles <= kI32Max && fits_u32(w.rows, p.self_dim_size, w.self_dim_stride, w.row_len - 1);
-  return with_unit(w.unit, [&](auto ut) {
-    return with_index_offset(args.index.dtype == DType::kInt64, u32, [&](auto it, auto ot) {
-      return with_dims(w.rows.rank, [&](auto dims) {
+  const bool idx64 = args.index.dtype == DType::kInt64;
+  return with_launch_types(
+      w.unit, idx64, u32, w.rows.rank, [&](auto ut, auto it, auto ot, auto dims) {
         using IdxT = typename decltype(it)::type;
         using I = typename decltype(ot)::type;
         RowsArgs<IdxT, I, decltype(dims)::value> a;
@@ -213,26 +213,12 @@ Status run_rows(const GatherArgs& args, const GatherPlan& p, const RowsWork& w,
         runner.template rows<typename decltype(ut)::type>(a, static_cast<unsigned>(blocks));
         return Status::kOk;
       });
-    });
-  });
 }
 
 // The elems kernel's walk: plan order with a plan-position operand, blocked for locality
 // unless `plain`.
 inline LoopPlan<4> elems_walk(const GatherPlan& p, int esize, int index_bytes, bool plain) {
-  const LoopPlan<3>& l = p.loop;
-  LoopPlan<4> w;
-  w.rank = l.rank;
-  w.numel = l.numel;
-  w.fits_int32 = l.fits_int32;
-  int64_t acc = 1;
-  for (int d = 0; d < l.rank; ++d) {
-    w.sizes[d] = l.sizes[d];
-    w.perm[d] = l.perm[d];
-    for (int k = 0; k < 3; ++k) w.strides[k][d] = l.strides[k][d];
-    w.strides[3][d] = acc;
-    acc *= l.sizes[d];
-  }
+  const LoopPlan<4> w = with_positions(p.loop);
   if (plain) return w;
   // out: a warp-wide run (128 bytes, at most 32 elements); index and self: one 32-byte sector.
   const int64_t want[4] = {int64_t(kTile) * 4, 32, 32, 0};
@@ -247,23 +233,20 @@ Status run_elems(const GatherArgs& args, const GatherPlan& p, int esize, const E
   const int64_t blocks = std::min(ceil_div(w.numel, int64_t(kThreads) * kUnroll), kMaxBlocks);
   // Blocking only reorders the plan's offsets, so the plan's bound holds for the walk.
   const bool u32 = w.numel <= kI32Max && fits_u32(p.loop, p.self_dim_size, p.self_dim_stride, 0);
-  return with_unit(esize, [&](auto et) {
-    return with_index_offset(args.index.dtype == DType::kInt64, u32, [&](auto it, auto ot) {
-      return with_dims(w.rank, [&](auto dims) {
-        using IdxT = typename decltype(it)::type;
-        using I = typename decltype(ot)::type;
-        ElemsArgs<IdxT, I, decltype(dims)::value> a;
-        a.out = args.out.data;
-        a.self = args.self.data;
-        a.index = static_cast<const IdxT*>(args.index.data);
-        a.calc = OffsetCalculator<4, I, decltype(dims)::value>(w);
-        a.numel = static_cast<I>(w.numel);
-        a.self_dim_stride = static_cast<I>(p.self_dim_stride);
-        a.site = site;
-        runner.template elems<typename decltype(et)::type>(a, static_cast<unsigned>(blocks));
-        return Status::kOk;
-      });
-    });
+  const bool idx64 = args.index.dtype == DType::kInt64;
+  return with_launch_types(esize, idx64, u32, w.rank, [&](auto et, auto it, auto ot, auto dims) {
+    using IdxT = typename decltype(it)::type;
+    using I = typename decltype(ot)::type;
+    ElemsArgs<IdxT, I, decltype(dims)::value> a;
+    a.out = args.out.data;
+    a.self = args.self.data;
+    a.index = static_cast<const IdxT*>(args.index.data);
+    a.calc = OffsetCalculator<4, I, decltype(dims)::value>(w);
+    a.numel = static_cast<I>(w.numel);
+    a.self_dim_stride = static_cast<I>(p.self_dim_stride);
+    a.site = site;
+    runner.template elems<typename decltype(et)::type>(a, static_cast<unsigned>(blocks));
+    return Status::kOk;
   });
 }
 

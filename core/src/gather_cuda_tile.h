@@ -162,22 +162,16 @@ Status run_tile(const GatherArgs& args, const GatherPlan& p, int esize, const Er
                 Runner& runner) {
   const LoopPlan<3>& l = p.loop;
   const int kd = tile_partner(l);
-  LoopPlan<4> rest;  // every planned dim but 0 and kd, with plan-position strides
+  const LoopPlan<4> pos = with_positions(l);  // operand kTilePos: plan position
+  LoopPlan<4> rest;                           // every planned dim but 0 and kd
   rest.rank = 0;
   rest.numel = 1;
-  int64_t pos_stride[kMaxRank];  // plan position = sum of coordinate * pos_stride
-  int64_t acc = 1;
-  for (int d = 0; d < l.rank; ++d) {
-    pos_stride[d] = acc;
-    acc *= l.sizes[d];
-  }
   for (int d = 1; d < l.rank; ++d) {
     if (d == kd) continue;
     const int r = rest.rank++;
     rest.sizes[r] = l.sizes[d];
     rest.perm[r] = l.perm[d];
-    for (int k = 0; k < 3; ++k) rest.strides[k][r] = l.strides[k][d];
-    rest.strides[kTilePos][r] = pos_stride[d];
+    for (int k = 0; k < 4; ++k) rest.strides[k][r] = pos.strides[k][d];
     rest.numel *= l.sizes[d];
   }
   const int64_t tiles_a = ceil_div(l.sizes[0], kTile), tiles_k = ceil_div(l.sizes[kd], kTile);
@@ -186,33 +180,28 @@ Status run_tile(const GatherArgs& args, const GatherPlan& p, int esize, const Er
   // Tile coordinates run up to a tile past each edge before the bound checks.
   const bool u32 = l.numel <= kI32Max && num_tiles <= kI32Max && tiles_a * kTile <= kI32Max &&
                    tiles_k * kTile <= kI32Max && fits_u32(l, p.self_dim_size, p.self_dim_stride, 0);
-  return with_unit(esize, [&](auto et) {
-    return with_index_offset(args.index.dtype == DType::kInt64, u32, [&](auto it, auto ot) {
-      return with_dims(rest.rank, [&](auto dims) {
-        using IdxT = typename decltype(it)::type;
-        using I = typename decltype(ot)::type;
-        TileArgs<IdxT, I, decltype(dims)::value> a;
-        a.out = args.out.data;
-        a.self = args.self.data;
-        a.index = static_cast<const IdxT*>(args.index.data);
-        a.rest = OffsetCalculator<4, I, decltype(dims)::value>(rest);
-        a.tiles_a = IntDivider<I>(static_cast<I>(tiles_a));
-        a.tiles_k = IntDivider<I>(static_cast<I>(tiles_k));
-        a.num_tiles = static_cast<I>(num_tiles);
-        a.size_a = static_cast<I>(l.sizes[0]);
-        a.size_k = static_cast<I>(l.sizes[kd]);
-        for (int k = 0; k < 3; ++k) {
-          a.stride_a[k] = static_cast<I>(l.strides[k][0]);
-          a.stride_k[k] = static_cast<I>(l.strides[k][kd]);
-        }
-        a.stride_a[kTilePos] = static_cast<I>(pos_stride[0]);
-        a.stride_k[kTilePos] = static_cast<I>(pos_stride[kd]);
-        a.self_dim_stride = static_cast<I>(p.self_dim_stride);
-        a.site = site;
-        runner.template tile<typename decltype(et)::type>(a, static_cast<unsigned>(blocks));
-        return Status::kOk;
-      });
-    });
+  const bool idx64 = args.index.dtype == DType::kInt64;
+  return with_launch_types(esize, idx64, u32, rest.rank, [&](auto et, auto it, auto ot, auto dims) {
+    using IdxT = typename decltype(it)::type;
+    using I = typename decltype(ot)::type;
+    TileArgs<IdxT, I, decltype(dims)::value> a;
+    a.out = args.out.data;
+    a.self = args.self.data;
+    a.index = static_cast<const IdxT*>(args.index.data);
+    a.rest = OffsetCalculator<4, I, decltype(dims)::value>(rest);
+    a.tiles_a = IntDivider<I>(static_cast<I>(tiles_a));
+    a.tiles_k = IntDivider<I>(static_cast<I>(tiles_k));
+    a.num_tiles = static_cast<I>(num_tiles);
+    a.size_a = static_cast<I>(l.sizes[0]);
+    a.size_k = static_cast<I>(l.sizes[kd]);
+    for (int k = 0; k < 4; ++k) {
+      a.stride_a[k] = static_cast<I>(pos.strides[k][0]);
+      a.stride_k[k] = static_cast<I>(pos.strides[k][kd]);
+    }
+    a.self_dim_stride = static_cast<I>(p.self_dim_stride);
+    a.site = site;
+    runner.template tile<typename decltype(et)::type>(a, static_cast<unsigned>(blocks));
+    return Status::kOk;
   });
 }
 

@@ -156,17 +156,8 @@ TEST(Layout, BlockLoopKeepsEveryPosition) {
       std::vector<std::vector<int64_t>> st;
       for (int k = 0; k < 3; ++k) st.push_back(any_strides(rng, shape, k == 0 && coin(rng, 0.7)));
       const LoopPlan<3> p = plan<3>(shape, st);
-      LoopPlan<4> w;
-      w.rank = p.rank;
-      w.numel = p.numel;
-      int64_t acc = 1;
-      for (int d = 0; d < p.rank; ++d) {
-        w.sizes[d] = p.sizes[d];
-        w.perm[d] = p.perm[d];
-        for (int k = 0; k < 3; ++k) w.strides[k][d] = p.strides[k][d];
-        w.strides[3][d] = acc;
-        acc *= p.sizes[d];
-      }
+      const LoopPlan<4> w = stridewise::with_positions(p);
+      for (int64_t i = 0; i < w.numel; ++i) ASSERT_EQ(plan_offset(w, 3, i), i);
       const int64_t want[4] = {rand_int(rng, 1, 16), rand_int(rng, 1, 8), rand_int(rng, 1, 8), 0};
       const int64_t bytes[4] = {1, 1, 1, 1};
       const LoopPlan<4> q = stridewise::block_loop<4>(w, want, bytes, rand_int(rng, 1, 64));

@@ -35,6 +35,25 @@ template <int N>
 LoopPlan<N> plan_loop(int rank, const int64_t* shape, const int64_t* const* strides,
                       const int64_t* extra_extent = nullptr);
 
+// p with one more operand, N: each position's place in p's order (its plan position), so a
+// reordered walk (block_loop) or a partial one (a kernel's tile) can still name it.
+template <int N>
+LoopPlan<N + 1> with_positions(const LoopPlan<N>& p) {
+  LoopPlan<N + 1> w;
+  w.rank = p.rank;
+  w.numel = p.numel;
+  w.fits_int32 = p.fits_int32;
+  int64_t acc = 1;
+  for (int d = 0; d < p.rank; ++d) {
+    w.sizes[d] = p.sizes[d];
+    w.perm[d] = p.perm[d];
+    for (int k = 0; k < N; ++k) w.strides[k][d] = p.strides[k][d];
+    w.strides[N][d] = acc;
+    acc *= p.sizes[d];
+  }
+  return w;
+}
+
 // The same tuples in an order with better locality, for kernels that walk positions in
 // order (consecutive positions on one thread block). Operand k with want_bytes[k] > 0 asks for
 // runs of that many bytes along its own fastest dim (smallest non-zero stride), elem_bytes[k]

@@ -140,6 +140,20 @@ void rows_path_cases(
   }
 }
 
+int64_t plant_bad_value(swt::Rng& rng, swt::GatherCase& c) {
+  const int64_t n = static_cast<int64_t>(c.index.storage_bytes() / c.index.esize);
+  if (c.index.view.numel() == 0 || n == 0) return 0;
+  const int64_t hi = c.self.view.rank > 0 ? c.self.view.sizes[c.dim] : 1;
+  const int64_t value =
+      swt::coin(rng, 0.5) ? -1 - swt::rand_int(rng, 0, 3) : hi + swt::rand_int(rng, 0, 3);
+  stridewise::StridedView base = c.index.view;
+  base.data = c.index.base();
+  swt::write_index(base, swt::rand_int(rng, 0, n - 1), value);
+  int64_t bad = 0;
+  (void)reference_out(c, &bad);
+  return bad;
+}
+
 namespace {
 
 // Strides of a dense tensor whose dims are laid out in `order` (outermost first), each

@@ -91,6 +91,10 @@ void rows_path_cases(
 void tile_path_cases(swt::Rng& rng, int count,
                      const std::function<void(swt::GatherCase&, const std::string&)>& visit);
 
+// Plants one bad value (below 0, or at or past self's size on dim) at a random element of
+// the index storage; returns how many out elements read it (0 for an empty index).
+int64_t plant_bad_value(swt::Rng& rng, swt::GatherCase& c);
+
 // Expected out storage after the gather: the poisoned storage with every out element
 // written, walking logical coordinates with an odometer (no division per element, so it
 // is usable for the 10^8-element high-rank cases). Elements whose index value is out of

@@ -20,22 +20,6 @@ using Choice = cg::KernelChoice;
 
 constexpr Choice kForced[] = {Choice::kTile, Choice::kElems, Choice::kPlain};
 
-// Plants one bad value (below 0 or at/after the dim's size) at a random stored index
-// element; returns how many out elements read it (0 when the index is empty).
-int64_t plant_bad_value(swt::Rng& rng, GatherCase& c) {
-  const int64_t n = static_cast<int64_t>(c.index.storage_bytes() / c.index.esize);
-  if (c.index.view.numel() == 0 || n == 0) return 0;
-  const int64_t hi = c.self.view.rank > 0 ? c.self.view.sizes[c.dim] : 1;
-  const int64_t value =
-      swt::coin(rng, 0.5) ? -1 - swt::rand_int(rng, 0, 3) : hi + swt::rand_int(rng, 0, 3);
-  stridewise::StridedView base = c.index.view;
-  base.data = c.index.base();
-  swt::write_index(base, swt::rand_int(rng, 0, n - 1), value);
-  int64_t bad = 0;
-  (void)reference_out(c, &bad);
-  return bad;
-}
-
 TEST(GatherEmulated, TilePathCases) {
   const uint64_t seed = swt::test_seed();
   swt::Rng rng(seed);
