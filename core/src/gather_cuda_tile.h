@@ -151,9 +151,10 @@ inline int tile_partner(const LoopPlan<3>& l) {
 inline bool tile_pays(const LoopPlan<3>& l, int index_bytes) {
   const int k = tile_partner(l);
   if (k < 0) return false;
-  const int64_t s0 = l.strides[kGatherIndex][0], sk = l.strides[kGatherIndex][k];
-  return (s0 == 0 || s0 * index_bytes >= 32) && sk * index_bytes < 32 && sk < s0 &&
-         l.sizes[0] >= kTile && l.sizes[k] >= kTile;
+  // A stride-0 index along dim 0 is a broadcast (one address per warp): no tile.
+  return l.strides[kGatherIndex][0] * index_bytes >= 32 &&
+         l.strides[kGatherIndex][k] * index_bytes < 32 && l.sizes[0] >= kTile &&
+         l.sizes[k] >= kTile;
 }
 
 // Requires tile_partner(plan.loop) >= 0.
