@@ -6,49 +6,19 @@
 #include <string>
 
 #include "stridewise/gather.h"
+#include "stridewise/indexed_op.h"
 
 namespace stridewise {
 namespace {
 
-// std::to_string rather than iostreams: the core never touches locale machinery, which a
-// statically linked C++ runtime duplicates (see cmake/StdcxxRuntime.cmake).
-std::string sizes_str(const StridedView& v) {
-  std::string s = "[";
-  for (int d = 0; d < v.rank; ++d) s += (d ? ", " : "") + std::to_string(v.sizes[d]);
-  return s + "]";
-}
+using detail::sizes_str;
 
 Status fail(ErrorDetail* err, Status s, const std::string& message) {
-  if (err) {
-    *err = ErrorDetail{};
-    err->status = s;
-    err->op = OpCode::kGather;
-    err->message = message;
-  }
-  return s;
+  return detail::fail_op(err, OpCode::kGather, s, message);
 }
 
-// Checks one operand on its own: rank range, sizes and strides non-negative, data present.
 Status check_view(const char* name, const StridedView& v, ErrorDetail* err) {
-  if (v.rank < 0)
-    return fail(err, Status::kInvalidArgument,
-                std::string("gather(): ") + name + " has negative rank " + std::to_string(v.rank));
-  if (v.rank > kMaxRank)
-    return fail(err, Status::kUnsupported,
-                std::string("gather(): ") + name + " has " + std::to_string(v.rank) +
-                    " dimensions; stridewise supports at most " + std::to_string(kMaxRank));
-  for (int d = 0; d < v.rank; ++d) {
-    if (v.sizes[d] < 0 || v.strides[d] < 0)
-      return fail(err, Status::kInvalidArgument,
-                  std::string("gather(): ") + name +
-                      " has a negative size or stride at dimension " + std::to_string(d) +
-                      " (sizes " + sizes_str(v) + ")");
-  }
-  if (v.data == nullptr && v.numel() != 0)
-    return fail(err, Status::kInvalidArgument,
-                std::string("gather(): ") + name + " has no data but " + std::to_string(v.numel()) +
-                    " elements");
-  return Status::kOk;
+  return detail::check_operand(OpCode::kGather, "gather()", name, v, err);
 }
 
 Status validate(const GatherArgs& a, ErrorDetail* err) {
@@ -97,14 +67,8 @@ Status validate(const GatherArgs& a, ErrorDetail* err) {
                       " apart from dimension " + std::to_string(a.dim));
   }
   // Two out positions on one address would make the result depend on thread timing.
-  const bool out_many = a.out.numel() > 1;
-  for (int d = 0; d < r && out_many; ++d) {
-    if (a.out.sizes[d] > 1 && a.out.strides[d] == 0)
-      return fail(err, Status::kInvalidArgument,
-                  "unsupported operation: more than one element of the written-to tensor refers "
-                  "to a single memory location. Please clone() the tensor before performing the "
-                  "operation.");
-  }
+  if (detail::has_internal_overlap(a.out))
+    return fail(err, Status::kInvalidArgument, detail::internal_overlap_message());
   return Status::kOk;
 }
 

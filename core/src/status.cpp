@@ -8,6 +8,12 @@ const char* op_name(OpCode op) {
   switch (op) {
     case OpCode::kGather:
       return "gather";
+    case OpCode::kScatter:
+      return "scatter";
+    case OpCode::kScatterAdd:
+      return "scatter_add";
+    case OpCode::kScatterReduce:
+      return "scatter_reduce";
     case OpCode::kUnknown:
       break;
   }

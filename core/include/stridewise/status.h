@@ -21,6 +21,9 @@ enum class Status : int32_t {
 enum class OpCode : int32_t {
   kUnknown = 0,
   kGather = 1,
+  kScatter = 2,  // scatter (src / value, with or without reduce=)
+  kScatterAdd = 3,
+  kScatterReduce = 4,  // scatter_reduce.two
 };
 
 const char* op_name(OpCode op);

@@ -1,0 +1,397 @@
+// The scatter family on the CPU; see scatter.h for the contract.
+//
+// Three passes over the shared LoopPlans, each split into chunks by the CpuExecutor:
+//  1. validate: every index value, in plan_scatter's `elems` order. The first bad one (the
+//     minimum position over chunks, as in gather_cpu.cpp) is reported and nothing is written.
+//  2. copy self -> out (out-of-place forms), per element size.
+//  3. scatter: parallel over lines (every coordinate but dim fixed: distinct lines never
+//     share an out position), each line walked in index order along dim. So duplicates
+//     combine in index order and the last copy wins, whatever the thread count.
+// Copy moves bytes (per element size). Accumulating combines use scatter_cpu_types.h; where
+// the element type is float16/bfloat16, or the combine needs a count (mean) or a first-touch
+// rule (include_self = false), a line accumulates into per-chunk scratch of out_dim_size
+// entries and writes each touched position once at the end of the line.
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "scatter_cpu_types.h"
+#include "stridewise/scatter.h"
+
+namespace stridewise {
+namespace {
+
+using namespace scatter_types;
+
+constexpr int64_t kGrain = 32768;  // elements per chunk, as gather_cpu.cpp
+constexpr int64_t kNoError = std::numeric_limits<int64_t>::max();
+
+// A LoopPlan in bytes, walked row by row (row = planned dim 0).
+template <int N>
+struct Walk {
+  int rank = 1;
+  int64_t sizes[kMaxRank] = {};
+  int64_t b[N][kMaxRank] = {};
+  char* base[N] = {};
+
+  Walk(const LoopPlan<N>& L, const int64_t (&unit)[N], char* const (&ptr)[N]) {
+    rank = L.rank > 0 ? L.rank : 1;
+    for (int d = 0; d < rank; ++d) {
+      sizes[d] = L.rank > 0 ? L.sizes[d] : 1;
+      for (int k = 0; k < N; ++k) b[k][d] = L.rank > 0 ? L.strides[k][d] * unit[k] : 0;
+    }
+    for (int k = 0; k < N; ++k) base[k] = ptr[k];
+  }
+
+  // Calls row(p, pos, n) for each row piece of [begin, end): p[k] is operand k's address of
+  // position `pos`, n elements follow along dim 0. Stops when row returns false.
+  template <typename F>
+  void rows(int64_t begin, int64_t end, F&& row) const {
+    int64_t coord[kMaxRank];
+    char* p[N];
+    for (int k = 0; k < N; ++k) p[k] = base[k];
+    int64_t rest = begin;
+    for (int d = 0; d < rank; ++d) {
+      coord[d] = rest % sizes[d];
+      rest /= sizes[d];
+      for (int k = 0; k < N; ++k) p[k] += coord[d] * b[k][d];
+    }
+    int64_t pos = begin;
+    for (;;) {
+      const int64_t n = std::min(sizes[0] - coord[0], end - pos);
+      if (!row(p, pos, n)) return;
+      pos += n;
+      if (pos >= end) return;
+      for (int k = 0; k < N; ++k) p[k] -= coord[0] * b[k][0];
+      coord[0] = 0;
+      for (int d = 1; d < rank; ++d) {
+        for (int k = 0; k < N; ++k) p[k] += b[k][d];
+        if (++coord[d] < sizes[d]) break;
+        for (int k = 0; k < N; ++k) p[k] -= sizes[d] * b[k][d];
+        coord[d] = 0;
+      }
+    }
+  }
+};
+
+template <typename T>
+T load(const char* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+template <typename T>
+void store(char* p, const T& v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+int64_t load_index(const char* p, bool i64) {
+  return i64 ? load<int64_t>(p) : static_cast<int64_t>(load<int32_t>(p));
+}
+
+void publish_min(std::atomic<int64_t>& word, int64_t pos) {
+  int64_t cur = word.load(std::memory_order_relaxed);
+  while (pos < cur && !word.compare_exchange_weak(cur, pos, std::memory_order_relaxed)) {
+  }
+}
+
+struct Job {
+  const ScatterArgs* args;
+  const ScatterPlan* plan;
+  bool i64 = true;
+  int esize = 0;
+  std::atomic<int64_t> first_bad{kNoError};
+};
+
+// ---- pass 1: validation -----------------------------------------------------------------
+
+void validate_range(void* ctx, int64_t begin, int64_t end) {
+  Job& j = *static_cast<Job*>(ctx);
+  const ScatterPlan& pl = *j.plan;
+  const int64_t unit[3] = {0, j.i64 ? 8 : 4, 0};
+  char* const ptr[3] = {nullptr, static_cast<char*>(j.args->index.data), nullptr};
+  const Walk<3> w(pl.elems, unit, ptr);
+  const int64_t size = pl.out_dim_size;
+  w.rows(begin, end, [&](char* const* p, int64_t pos, int64_t n) {
+    if (j.first_bad.load(std::memory_order_relaxed) < pos) return false;
+    const char* ip = p[kScatterIndex];
+    const int64_t step = w.b[kScatterIndex][0];
+    for (int64_t i = 0; i < n; ++i, ip += step) {
+      const int64_t v = load_index(ip, j.i64);
+      if (v < 0 || v >= size) {
+        publish_min(j.first_bad, pos + i);
+        return false;
+      }
+    }
+    return true;
+  });
+}
+
+// ---- pass 2: self -> out ------------------------------------------------------------------
+
+template <int E>
+void copy_range(void* ctx, int64_t begin, int64_t end) {
+  Job& j = *static_cast<Job*>(ctx);
+  const int64_t unit[2] = {E, E};
+  char* const ptr[2] = {static_cast<char*>(j.args->out.data),
+                        static_cast<char*>(j.args->self.data)};
+  const Walk<2> w(j.plan->copy, unit, ptr);
+  w.rows(begin, end, [&](char* const* p, int64_t, int64_t n) {
+    const int64_t so = w.b[0][0], ss = w.b[1][0];
+    if (so == E && ss == E) {
+      std::memmove(p[0], p[1], static_cast<size_t>(n) * E);
+    } else {
+      char* o = p[0];
+      const char* s = p[1];
+      for (int64_t i = 0; i < n; ++i, o += so, s += ss) std::memcpy(o, s, E);
+    }
+    return true;
+  });
+}
+
+// ---- pass 3: the lines --------------------------------------------------------------------
+
+// One line: `line_len` steps along dim from the line's index/src addresses; out_line is out's
+// address for index value 0.
+struct Line {
+  char* out;
+  const char* index;
+  const char* src;
+};
+
+struct LineGeom {
+  int64_t len, out_b, index_b, src_b;
+};
+
+// Calls row_fn(first, n, b) for each run of n lines that are neighbours along the lines
+// plan's dim 0 (line r of the run starts at first + r * b[k], byte strides per operand).
+template <typename F>
+void for_line_runs(Job& j, int64_t begin, int64_t end, int64_t esize, F&& run_fn) {
+  const ScatterPlan& pl = *j.plan;
+  const ScatterArgs& a = *j.args;
+  const int64_t unit[3] = {esize, j.i64 ? 8 : 4, esize};
+  char* const src = a.has_value ? const_cast<char*>(reinterpret_cast<const char*>(a.value))
+                                : static_cast<char*>(a.src.data);
+  char* const ptr[3] = {static_cast<char*>(a.out.data), static_cast<char*>(a.index.data), src};
+  const Walk<3> w(pl.lines, unit, ptr);
+  const int64_t b[3] = {w.b[kScatterOut][0], w.b[kScatterIndex][0], w.b[kScatterSrc][0]};
+  w.rows(begin, end, [&](char* const* p, int64_t, int64_t n) {
+    run_fn(Line{p[kScatterOut], p[kScatterIndex], p[kScatterSrc]}, n, b);
+    return true;
+  });
+}
+
+// One line at a time (the scratch path: its scratch holds one line's targets).
+template <typename F>
+void for_lines(Job& j, int64_t begin, int64_t end, int64_t esize, F&& line_fn) {
+  for_line_runs(j, begin, end, esize, [&](const Line& l, int64_t n, const int64_t* b) {
+    for (int64_t r = 0; r < n; ++r)
+      line_fn(Line{l.out + r * b[0], l.index + r * b[1], l.src + r * b[2]});
+  });
+}
+
+// Step-major over a run of neighbouring lines: step i of every line of the run, then step
+// i + 1. Each line still sees its steps in index order (so results are those of a line-by-line
+// walk), but an index expanded along the lines (PyG, MoE) now reads src and writes out along
+// their contiguous rows instead of down their columns.
+template <typename F>
+void for_steps_of_runs(Job& j, int64_t begin, int64_t end, int64_t esize, int64_t len,
+                       int64_t index_b, int64_t src_b, F&& step_fn) {
+  for_line_runs(j, begin, end, esize, [&](const Line& l, int64_t n, const int64_t* b) {
+    const char* ip = l.index;
+    const char* sp = l.src;
+    for (int64_t i = 0; i < len; ++i, ip += index_b, sp += src_b)
+      for (int64_t r = 0; r < n; ++r) step_fn(l.out + r * b[0], ip + r * b[1], sp + r * b[2]);
+  });
+}
+
+LineGeom geom(const Job& j, int64_t esize) {
+  const ScatterPlan& pl = *j.plan;
+  return {pl.line_len, pl.out_dim_stride * esize, pl.index_dim_stride * (j.i64 ? 8 : 4),
+          pl.src_dim_stride * esize};
+}
+
+template <int E>
+void copy_lines_range(void* ctx, int64_t begin, int64_t end) {
+  Job& j = *static_cast<Job*>(ctx);
+  const LineGeom g = geom(j, E);
+  for_steps_of_runs(j, begin, end, E, g.len, g.index_b, g.src_b,
+                    [&](char* out, const char* ip, const char* sp) {
+                      std::memcpy(out + load_index(ip, j.i64) * g.out_b, sp, E);
+                    });
+}
+
+// Accumulates straight into out (element type = accumulation type, self included, no count).
+template <typename T, Combine C>
+void direct_lines_range(void* ctx, int64_t begin, int64_t end) {
+  using A = Arith<T>;
+  Job& j = *static_cast<Job*>(ctx);
+  const LineGeom g = geom(j, sizeof(T));
+  for_steps_of_runs(j, begin, end, sizeof(T), g.len, g.index_b, g.src_b,
+                    [&](char* out, const char* ip, const char* sp) {
+                      char* o = out + load_index(ip, j.i64) * g.out_b;
+                      store(o, A::store(combine<T, C>(A::load(load<T>(o)), A::load(load<T>(sp)))));
+                    });
+}
+
+// Accumulates in scratch (Acc per out position along dim, a count, the touched list).
+template <typename T, Combine C>
+void scratch_lines_range(void* ctx, int64_t begin, int64_t end) {
+  using A = Arith<T>;
+  using Acc = typename A::Acc;
+  Job& j = *static_cast<Job*>(ctx);
+  const LineGeom g = geom(j, sizeof(T));
+  const bool with_self = j.args->desc.include_self;
+  std::vector<Acc> acc(static_cast<size_t>(j.plan->out_dim_size));
+  std::vector<int64_t> count(static_cast<size_t>(j.plan->out_dim_size), 0);
+  std::vector<int64_t> touched;
+  for_lines(j, begin, end, sizeof(T), [&](const Line& l) {
+    const char* ip = l.index;
+    const char* sp = l.src;
+    for (int64_t i = 0; i < g.len; ++i, ip += g.index_b, sp += g.src_b) {
+      const int64_t v = load_index(ip, j.i64);
+      const Acc s = A::load(load<T>(sp));
+      if (count[v]++ == 0) {
+        touched.push_back(v);
+        // Without self, a sum starts from ATen's identity +0 (so -0 alone gives +0, as there).
+        acc[v] = with_self ? combine<T, C>(A::load(load<T>(l.out + v * g.out_b)), s)
+                 : (C == Combine::kAdd || C == Combine::kMean) ? A::add(Acc{}, s)
+                                                               : s;
+      } else {
+        acc[v] = combine<T, C>(acc[v], s);
+      }
+    }
+    for (const int64_t v : touched) {
+      char* o = l.out + v * g.out_b;
+      if constexpr (C == Combine::kMean)
+        store(o, A::mean(acc[v], count[v] + (with_self ? 1 : 0)));
+      else
+        store(o, A::store(acc[v]));
+      count[v] = 0;
+    }
+    touched.clear();
+  });
+}
+
+template <typename T, Combine C>
+RangeFn pick_accumulate(const ScatterArgs& a) {
+  constexpr bool low_precision = std::is_same_v<T, F16> || std::is_same_v<T, BF16>;
+  if (low_precision || C == Combine::kMean || !a.desc.include_self)
+    return &scratch_lines_range<T, C>;
+  return &direct_lines_range<T, C>;
+}
+
+template <int E>
+RangeFn pick_copy_lines() {
+  return &copy_lines_range<E>;
+}
+
+RangeFn pick_by_size(int esize, bool copy_pass) {
+  switch (esize) {
+    case 1:
+      return copy_pass ? &copy_range<1> : pick_copy_lines<1>();
+    case 2:
+      return copy_pass ? &copy_range<2> : pick_copy_lines<2>();
+    case 4:
+      return copy_pass ? &copy_range<4> : pick_copy_lines<4>();
+    case 8:
+      return copy_pass ? &copy_range<8> : pick_copy_lines<8>();
+    case 16:
+      return copy_pass ? &copy_range<16> : pick_copy_lines<16>();
+    default:
+      return nullptr;
+  }
+}
+
+RangeFn pick_scatter(const ScatterArgs& a) {
+  if (a.desc.combine == Combine::kCopy) return pick_by_size(elem_size(a.out.dtype), false);
+  RangeFn fn = nullptr;
+  with_type(a.out.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    switch (a.desc.combine) {
+      case Combine::kAdd:
+        fn = pick_accumulate<T, Combine::kAdd>(a);
+        break;
+      case Combine::kMul:
+        fn = pick_accumulate<T, Combine::kMul>(a);
+        break;
+      case Combine::kMean:
+        if constexpr (!std::is_same_v<T, Bool>) fn = pick_accumulate<T, Combine::kMean>(a);
+        break;
+      case Combine::kMax:
+        if constexpr (!std::is_same_v<T, Cx<float>> && !std::is_same_v<T, Cx<double>>)
+          fn = pick_accumulate<T, Combine::kMax>(a);
+        break;
+      case Combine::kMin:
+        if constexpr (!std::is_same_v<T, Cx<float>> && !std::is_same_v<T, Cx<double>>)
+          fn = pick_accumulate<T, Combine::kMin>(a);
+        break;
+      case Combine::kCopy:
+        break;
+    }
+  });
+  return fn;
+}
+
+}  // namespace
+
+Status scatter_cpu(const ScatterArgs& args, const CpuExecutor& exec, ErrorDetail* err) {
+  ScatterPlan plan;
+  const Status s = plan_scatter(args, &plan, err);
+  if (s != Status::kOk) return s;
+  return scatter_cpu(args, plan, exec, err);
+}
+
+Status scatter_cpu(const ScatterArgs& args, const ScatterPlan& plan, const CpuExecutor& exec,
+                   ErrorDetail* err) {
+  const CpuExecutor& ex = exec.parallel_for ? exec : serial_cpu_executor();
+  const int esize = elem_size(args.out.dtype);
+  const RangeFn scatter_fn = pick_scatter(args);
+  const RangeFn copy_fn = pick_by_size(esize, true);
+  if (scatter_fn == nullptr || copy_fn == nullptr)
+    return detail::fail_op(err, args.desc.op, Status::kUnsupported,
+                           std::string("scatter(): ") + combine_name(args.desc.combine) +
+                               " is not implemented for " + dtype_name(args.out.dtype));
+
+  Job job;
+  job.args = &args;
+  job.plan = &plan;
+  job.i64 = args.index.dtype == DType::kInt64;
+  job.esize = esize;
+
+  if (plan.elems.numel > 0) {
+    ex.parallel_for(ex.self, plan.elems.numel, kGrain, &validate_range, &job);
+    const int64_t bad = job.first_bad.load();
+    if (bad != kNoError) {
+      if (err) {
+        const int is = job.i64 ? 8 : 4;
+        const char* p = static_cast<const char*>(args.index.data) +
+                        plan_offset(plan.elems, kScatterIndex, bad) * is;
+        *err = ErrorDetail{};
+        err->status = Status::kIndexOutOfRange;
+        err->op = args.desc.op;
+        err->dim = plan.dim;
+        err->value = load_index(p, job.i64);
+        err->lo = 0;
+        err->hi = plan.out_dim_size;
+        err->position = bad;
+        err->message = format_index_error(*err);
+      }
+      return Status::kIndexOutOfRange;
+    }
+  }
+  if (!plan.in_place && plan.copy.numel > 0)
+    ex.parallel_for(ex.self, plan.copy.numel, kGrain, copy_fn, &job);
+  if (plan.lines.numel > 0 && plan.line_len > 0) {
+    const int64_t grain = std::max<int64_t>(1, kGrain / plan.line_len);
+    ex.parallel_for(ex.self, plan.lines.numel, grain, scatter_fn, &job);
+  }
+  if (err) *err = ErrorDetail{};
+  return Status::kOk;
+}
+
+}  // namespace stridewise
