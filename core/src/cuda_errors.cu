@@ -1,5 +1,5 @@
-// Per-device error records for CUDA kernels and the deferred/sync check modes; the
-// contract is in cuda_errors.h, the design in docs/gather_cuda.md.
+// Per-device error records and abort words for CUDA kernels and the deferred/sync check
+// modes; the contract is in cuda_errors.h, the design in docs/gather_cuda.md.
 //
 // Record protocol (one record per device, in mapped pinned host memory):
 //   device: claim 0->1 (atomicCAS), write op/dim/value/size/position, __threadfence_system(),
@@ -25,6 +25,8 @@ struct DeviceSlot {
   std::mutex poll_mu;                           // one poller reads-and-clears a record at a time
   CudaErrorRecord* dev = nullptr;               // device view; valid once `host` is published
   std::atomic<CudaErrorRecord*> host{nullptr};  // host view; null until allocated
+  std::atomic<int64_t*> ring{nullptr};          // abort words (device memory); null until allocated
+  std::atomic<int64_t> generation{1};           // next call's generation
 };
 
 DeviceSlot& slot(int device) {
@@ -70,7 +72,66 @@ Status init_slot(int device, DeviceSlot& s, ErrorDetail* err) {
   return Status::kOk;
 }
 
+// Allocates and zeroes `device`'s abort ring. Called with s.init_mu held and s.ring null.
+// The zeroing is waited for (once per device): a kernel on a non-blocking stream is not
+// ordered after work on the legacy default stream.
+Status init_ring(int device, DeviceSlot& s, ErrorDetail* err) {
+  int prev = 0;
+  SW_CUDA_TRY(cudaGetDevice(&prev), err);
+  if (prev != device) SW_CUDA_TRY(cudaSetDevice(device), err);
+  void* d = nullptr;
+  const size_t bytes = sizeof(int64_t) * kAbortRingWords;
+  cudaError_t e = cudaMalloc(&d, bytes);
+  const char* what = "cudaMalloc(abort words)";
+  if (e == cudaSuccess) {
+    e = cudaMemset(d, 0, bytes);
+    what = "cudaMemset(abort words)";
+    if (e == cudaSuccess) {
+      e = cudaDeviceSynchronize();
+      what = "cudaDeviceSynchronize(abort words)";
+    }
+    if (e != cudaSuccess) cudaFree(d);
+  }
+  const cudaError_t restore = prev != device ? cudaSetDevice(prev) : cudaSuccess;
+  if (e != cudaSuccess) return detail::cuda_failure(err, what, e);
+  if (restore != cudaSuccess) {
+    cudaFree(d);
+    return detail::cuda_failure(err, "cudaSetDevice(restore)", restore);
+  }
+  s.ring.store(static_cast<int64_t*>(d), std::memory_order_release);
+  return Status::kOk;
+}
+
+Status device_slot(int device, DeviceSlot** out, ErrorDetail* err) {
+  if (device < 0 || device >= kMaxDevices)
+    return detail::fail(err, Status::kUnsupported,
+                        "stridewise supports CUDA device ordinals 0.." +
+                            std::to_string(kMaxDevices - 1) + ", got " + std::to_string(device));
+  *out = &slot(device);
+  return Status::kOk;
+}
+
 }  // namespace
+
+Status cuda_abort_word(int device, int64_t** word, int64_t* generation, ErrorDetail* err) {
+  DeviceSlot* sp = nullptr;
+  const Status st = device_slot(device, &sp, err);
+  if (st != Status::kOk) return st;
+  DeviceSlot& s = *sp;
+  int64_t* ring = s.ring.load(std::memory_order_acquire);
+  if (ring == nullptr) {  // slow path: first use
+    std::lock_guard<std::mutex> lock(s.init_mu);
+    if (s.ring.load(std::memory_order_acquire) == nullptr) {
+      const Status is = init_ring(device, s, err);
+      if (is != Status::kOk) return is;
+    }
+    ring = s.ring.load(std::memory_order_acquire);
+  }
+  const int64_t g = s.generation.fetch_add(1, std::memory_order_relaxed);
+  if (word) *word = ring + g % kAbortRingWords;
+  if (generation) *generation = g;
+  return Status::kOk;
+}
 
 CudaCheckMode cuda_check_mode() {
   return static_cast<CudaCheckMode>(mode_word().load(std::memory_order_relaxed));
@@ -81,11 +142,10 @@ void set_cuda_check_mode(CudaCheckMode mode) {
 }
 
 Status cuda_error_slots(int device, CudaErrorRecord** record, int32_t** claim, ErrorDetail* err) {
-  if (device < 0 || device >= kMaxDevices)
-    return detail::fail(err, Status::kUnsupported,
-                        "stridewise supports CUDA device ordinals 0.." +
-                            std::to_string(kMaxDevices - 1) + ", got " + std::to_string(device));
-  DeviceSlot& s = slot(device);
+  DeviceSlot* sp = nullptr;
+  const Status ds = device_slot(device, &sp, err);
+  if (ds != Status::kOk) return ds;
+  DeviceSlot& s = *sp;
   if (s.host.load(std::memory_order_acquire) == nullptr) {  // slow path: first use
     std::lock_guard<std::mutex> lock(s.init_mu);
     if (s.host.load(std::memory_order_acquire) == nullptr) {

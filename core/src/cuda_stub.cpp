@@ -8,6 +8,7 @@
 
 #include "stridewise/cuda_errors.h"
 #include "stridewise/gather.h"
+#include "stridewise/scatter.h"
 
 namespace stridewise {
 namespace {
@@ -49,6 +50,21 @@ Status cuda_error_slots(int, CudaErrorRecord** record, int32_t** claim, ErrorDet
 
 Status cuda_poll_errors(int, void*, ErrorDetail* err) {
   return not_compiled(err, "cuda_poll_errors");
+}
+
+Status cuda_abort_word(int, int64_t** word, int64_t* generation, ErrorDetail* err) {
+  if (word) *word = nullptr;
+  if (generation) *generation = 0;
+  return not_compiled(err, "cuda_abort_word");
+}
+
+size_t scatter_cuda_workspace_bytes(const ScatterArgs&, const ScatterPlan&) {
+  return 0;
+}
+
+Status scatter_cuda(const ScatterArgs&, const ScatterPlan&, void*, size_t, void*,
+                    ErrorDetail* err) {
+  return not_compiled(err, "scatter_cuda");
 }
 
 Status gather_cuda(const GatherArgs&, void*, ErrorDetail* err) {

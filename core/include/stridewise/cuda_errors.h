@@ -47,6 +47,24 @@ struct CudaErrorRecord {
 // allocated on first use (thread-safe, once per device). Either output may be null.
 Status cuda_error_slots(int device, CudaErrorRecord** record, int32_t** claim, ErrorDetail* err);
 
+// Per-call abort words (the scatter family: a call that meets a bad index writes nothing).
+// Each device has a ring of kAbortRingWords int64 words in device memory (cudaMalloc'd and
+// zeroed once, on first use, next to the error record) and a host generation counter that
+// starts at 1. Every call takes the next generation g and the word ring[g % kAbortRingWords]:
+// its validation kernel stores g there when it meets a bad index value, and every later
+// kernel of the call reads the word once per block and writes nothing when it holds g. A
+// word is never reset: a stale value (an earlier generation) never equals a later call's g,
+// so there is no memset, no host synchronization and no allocation per call. Limits: two
+// calls share a word only when kAbortRingWords generations are in flight at once; a call
+// captured into a CUDA graph replays its generation, so the captured sequence ends with a
+// kernel that clears the word again (see scatter_cuda.cu). Kernels still never use a bad
+// value as an address, whatever the word holds.
+constexpr int kAbortRingWords = 4096;
+
+// Hands out the next generation of `device` and its word (a device pointer). Allocates the
+// ring on first use (thread-safe, once per device).
+Status cuda_abort_word(int device, int64_t** word, int64_t* generation, ErrorDetail* err);
+
 // If a kernel on `device` recorded an error, fills *err, clears the record and returns
 // kIndexOutOfRange; otherwise kOk. With `stream` non-null, synchronizes it first (a failed
 // synchronization returns kDeviceError). device < 0 means the calling thread's current

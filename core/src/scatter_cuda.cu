@@ -1,0 +1,266 @@
+// CUDA scatter family: the contract is in scatter.h; the launch sequence and workspace in
+// scatter_cuda_dispatch.h, the kernel bodies in scatter_cuda_impl.h (both shared with the
+// host emulation test), the element arithmetic and atomics in scatter_cuda_types.h. This
+// file holds what needs a GPU: the __global__ wrappers, the bad-index report, the abort
+// word's per-block check, the launches and the deferred/sync check.
+//
+// Host work per call: cudaGetDevice, the (lazily allocated) error record and abort word
+// (two atomic loads and one fetch_add), cudaStreamIsCapturing, the host planning of the
+// workspace path (plan_loop over out's shape and the index's), 2..5 launches and
+// cudaGetLastError; the sorted path (scatter_cuda_sorted.h) adds CUB's host-side temp-size
+// query (twice: workspace bytes and call) and its radix sort's launches. No allocation, no
+// synchronization (unless CudaCheckMode::kSync).
+#include <cuda_runtime.h>
+
+#include <cub/cub.cuh>
+
+#include "cuda_status.cuh"
+#include "scatter_cuda_dispatch.h"
+#include "stridewise/cuda_errors.h"
+#include "stridewise/scatter.h"
+
+namespace stridewise {
+namespace cuda_scatter {
+namespace {
+
+// First reporter per block, then first per device (the record's claim word), as gather's.
+__device__ __noinline__ void report_bad_index(int* block_claim, const ScatterSite& site,
+                                              const BadIndex& bad) {
+  if (atomicExch(block_claim, 1) != 0) return;
+  volatile CudaErrorRecord* r = site.rec;
+  if (r->claim != 0) return;
+  if (atomicCAS(&site.rec->claim, 0, 1) != 0) return;
+  r->op = site.op;
+  r->dim = site.dim;
+  r->value = bad.value;
+  r->size = site.size;
+  r->position = bad.position;
+  __threadfence_system();  // every field reaches the host before the flag does
+  r->flag = 1;
+}
+
+// True when this call's validation raised the abort word: read once per block.
+__device__ __forceinline__ bool block_aborted(const Abort& a) {
+  __shared__ int skip;
+  if (threadIdx.x == 0) skip = aborted(a) ? 1 : 0;
+  __syncthreads();
+  return skip != 0;
+}
+
+template <typename I, int D>
+__global__ void __launch_bounds__(kThreads) scatter_validate_kernel(const ValidateArgs<I, D> a) {
+  __shared__ int block_claim;
+  if (threadIdx.x == 0) block_claim = 0;
+  __syncthreads();
+  BadIndex bad;
+  validate_thread(a, I(blockIdx.x), I(threadIdx.x), I(gridDim.x), bad);
+  if (!bad.any) return;
+  *static_cast<volatile int64_t*>(a.abort.word) = a.abort.gen;
+  report_bad_index(&block_claim, a.site, bad);
+}
+
+template <typename U, typename I, int D>
+__global__ void __launch_bounds__(kThreads) scatter_copy_kernel(const CopyArgs<I, D> a) {
+  if (block_aborted(a.abort)) return;
+  copy_thread<U>(a, I(blockIdx.x), I(threadIdx.x), I(gridDim.x));
+}
+
+template <typename U, typename I, int D>
+__global__ void __launch_bounds__(kThreads) scatter_put_elems_kernel(const PutArgs<I, D> a) {
+  if (block_aborted(a.abort)) return;
+  put_elems_thread<U>(a, I(blockIdx.x), I(threadIdx.x), I(gridDim.x));
+}
+
+template <typename U, typename I, int D>
+__global__ void __launch_bounds__(kThreads) scatter_put_lines_kernel(const PutArgs<I, D> a) {
+  if (block_aborted(a.abort)) return;
+  put_lines_thread<U>(a, I(blockIdx.x), I(threadIdx.x), I(gridDim.x));
+}
+
+template <typename T, typename I, int D>
+__global__ void __launch_bounds__(kThreads) scatter_acc_elems_kernel(const AccArgs<I, D> a) {
+  if (block_aborted(a.abort)) return;
+  acc_elems_thread<T>(a, I(blockIdx.x), I(threadIdx.x), I(gridDim.x));
+}
+
+template <typename T, typename I, int D>
+__global__ void __launch_bounds__(kThreads) scatter_acc_lines_kernel(const AccArgs<I, D> a) {
+  if (block_aborted(a.abort)) return;
+  acc_lines_thread<T>(a, I(blockIdx.x), I(threadIdx.x), I(gridDim.x));
+}
+
+template <typename T, typename I, int D>
+__global__ void __launch_bounds__(kThreads) scatter_ws_init_kernel(const WsArgs<I, D> a) {
+  if (block_aborted(a.abort)) return;
+  ws_init_thread<T>(a, I(blockIdx.x), I(threadIdx.x), I(gridDim.x));
+}
+
+template <typename T, typename I, int D>
+__global__ void __launch_bounds__(kThreads) scatter_ws_final_kernel(const WsArgs<I, D> a) {
+  if (block_aborted(a.abort)) return;
+  ws_final_thread<T>(a, I(blockIdx.x), I(threadIdx.x), I(gridDim.x));
+}
+
+__global__ void __launch_bounds__(kThreads) scatter_sort_keys_kernel(const KeysArgs a) {
+  if (block_aborted(a.abort)) return;
+  sort_keys_thread(a, int64_t(blockIdx.x), int64_t(threadIdx.x), int64_t(gridDim.x));
+}
+
+// Launched with blockDim.x = SortedArgs::threads (<= kThreads).
+template <typename T, typename I, int D>
+__global__ void __launch_bounds__(kThreads) scatter_sorted_acc_kernel(const SortedArgs<I, D> a) {
+  if (block_aborted(a.abort)) return;
+  sorted_acc_thread<T>(a, int64_t(blockIdx.x), int64_t(threadIdx.x), int64_t(gridDim.x));
+}
+
+template <typename U, typename I, int D>
+__global__ void __launch_bounds__(kThreads) scatter_sorted_put_kernel(const SortedArgs<I, D> a) {
+  if (block_aborted(a.abort)) return;
+  sorted_put_thread<U>(a, int64_t(blockIdx.x), int64_t(threadIdx.x), int64_t(gridDim.x));
+}
+
+// cub::DeviceRadixSort::SortPairs over a DoubleBuffer (temp == nullptr: the size query,
+// host only). *sel: the buffer holding the sorted pairs, which CUB decides on the host.
+template <typename K, typename V, typename N>
+cudaError_t radix_sort(const SortArgs& a, size_t* bytes, cudaStream_t stream, int* sel) {
+  cub::DoubleBuffer<K> keys(static_cast<K*>(a.keys[0]), static_cast<K*>(a.keys[1]));
+  cub::DoubleBuffer<V> vals(static_cast<V*>(a.vals[0]), static_cast<V*>(a.vals[1]));
+  const cudaError_t e = cub::DeviceRadixSort::SortPairs(
+      a.temp, *bytes, keys, vals, static_cast<N>(a.shape.n), 0, a.shape.end_bit, stream);
+  *sel = keys.selector == vals.selector ? keys.selector : -1;
+  return e;
+}
+
+cudaError_t radix_sort_any(const SortArgs& a, size_t* bytes, cudaStream_t stream, int* sel) {
+  if (a.shape.wide)
+    return radix_sort<unsigned long long, long long, int64_t>(a, bytes, stream, sel);
+  return radix_sort<unsigned int, int, int>(a, bytes, stream, sel);
+}
+
+// Ends a call captured into a CUDA graph: each replay reuses the captured generation, so
+// the word is cleared for the next replay (cuda_errors.h).
+__global__ void scatter_clear_abort_kernel(int64_t* word) {
+  *word = 0;
+}
+
+struct CudaRunner {
+  cudaStream_t stream;
+  template <typename I, int D>
+  void validate(const ValidateArgs<I, D>& a, unsigned blocks) {
+    scatter_validate_kernel<I, D><<<blocks, kThreads, 0, stream>>>(a);
+  }
+  template <typename U, typename I, int D>
+  void copy(const CopyArgs<I, D>& a, unsigned blocks) {
+    scatter_copy_kernel<U, I, D><<<blocks, kThreads, 0, stream>>>(a);
+  }
+  template <typename U, typename I, int D>
+  void put_elems(const PutArgs<I, D>& a, unsigned blocks) {
+    scatter_put_elems_kernel<U, I, D><<<blocks, kThreads, 0, stream>>>(a);
+  }
+  template <typename U, typename I, int D>
+  void put_lines(const PutArgs<I, D>& a, unsigned blocks) {
+    scatter_put_lines_kernel<U, I, D><<<blocks, kThreads, 0, stream>>>(a);
+  }
+  template <typename T, typename I, int D>
+  void acc_elems(const AccArgs<I, D>& a, unsigned blocks) {
+    scatter_acc_elems_kernel<T, I, D><<<blocks, kThreads, 0, stream>>>(a);
+  }
+  template <typename T, typename I, int D>
+  void acc_lines(const AccArgs<I, D>& a, unsigned blocks) {
+    scatter_acc_lines_kernel<T, I, D><<<blocks, kThreads, 0, stream>>>(a);
+  }
+  // CUB's temporary bytes for s; -1 when the query fails.
+  int64_t sort_temp_bytes(const SortShape& s) {
+    SortArgs q{nullptr, 0, {nullptr, nullptr}, {nullptr, nullptr}, s};
+    size_t bytes = 0;
+    int sel = 0;
+    if (radix_sort_any(q, &bytes, stream, &sel) != cudaSuccess) return -1;
+    return static_cast<int64_t>(bytes);
+  }
+  void sort_keys(const KeysArgs& a, unsigned blocks) {
+    scatter_sort_keys_kernel<<<blocks, kThreads, 0, stream>>>(a);
+  }
+  // The buffer (0 or 1) holding the sorted pairs; -1 on failure.
+  int sort(const SortArgs& a) {
+    size_t bytes = a.temp_bytes;
+    int sel = -1;
+    return radix_sort_any(a, &bytes, stream, &sel) == cudaSuccess ? sel : -1;
+  }
+  template <typename T, typename I, int D>
+  void sorted_acc(const SortedArgs<I, D>& a, unsigned blocks, unsigned threads) {
+    scatter_sorted_acc_kernel<T, I, D><<<blocks, threads, 0, stream>>>(a);
+  }
+  template <typename U, typename I, int D>
+  void sorted_put(const SortedArgs<I, D>& a, unsigned blocks, unsigned threads) {
+    scatter_sorted_put_kernel<U, I, D><<<blocks, threads, 0, stream>>>(a);
+  }
+  template <typename T, typename I, int D>
+  void ws_init(const WsArgs<I, D>& a, unsigned blocks) {
+    scatter_ws_init_kernel<T, I, D><<<blocks, kThreads, 0, stream>>>(a);
+  }
+  template <typename T, typename I, int D>
+  void ws_final(const WsArgs<I, D>& a, unsigned blocks) {
+    scatter_ws_final_kernel<T, I, D><<<blocks, kThreads, 0, stream>>>(a);
+  }
+};
+
+}  // namespace
+
+size_t scatter_cuda_workspace_bytes_with(const ScatterArgs& args, const ScatterPlan& plan,
+                                         SortedChoice choice) {
+  CudaRunner runner{nullptr};  // the size query launches nothing
+  return static_cast<size_t>(call_layout(args, plan, choice, runner).total);
+}
+
+Status scatter_cuda_with(const ScatterArgs& args, const ScatterPlan& plan, void* workspace,
+                         size_t workspace_bytes, void* stream, ErrorDetail* err,
+                         SortedChoice choice) {
+  if (plan.elems.numel == 0 && (plan.in_place || plan.copy.numel == 0)) return Status::kOk;
+
+  int device = 0;
+  SW_CUDA_TRY(cudaGetDevice(&device), err);
+  CudaErrorRecord* rec = nullptr;
+  Status st = cuda_error_slots(device, &rec, nullptr, err);
+  if (st != Status::kOk) return st;
+  Abort abort;
+  st = cuda_abort_word(device, &abort.word, &abort.gen, err);
+  if (st != Status::kOk) return st;
+
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  SW_CUDA_TRY(cudaStreamIsCapturing(s, &capture), err);
+
+  const ScatterSite site{rec, static_cast<int32_t>(args.desc.op), plan.dim, plan.out_dim_size};
+  CudaRunner runner{s};
+  std::string why;
+  st = run_scatter(args, plan, workspace, workspace_bytes, site, abort, runner, &why, choice);
+  if (st != Status::kOk) {
+    if (err) *err = ErrorDetail{};
+    if (err) err->op = args.desc.op;
+    return detail::fail(err, st, why);
+  }
+  if (capture != cudaStreamCaptureStatusNone)
+    scatter_clear_abort_kernel<<<1, 1, 0, s>>>(abort.word);
+  SW_CUDA_TRY(cudaGetLastError(), err);  // launch configuration, or an earlier sticky error
+
+  if (cuda_check_mode() == CudaCheckMode::kSync && capture == cudaStreamCaptureStatusNone) {
+    SW_CUDA_TRY(cudaStreamSynchronize(s), err);
+    return cuda_poll_errors(device, nullptr, err);
+  }
+  return Status::kOk;
+}
+
+}  // namespace cuda_scatter
+
+size_t scatter_cuda_workspace_bytes(const ScatterArgs& args, const ScatterPlan& plan) {
+  return cuda_scatter::scatter_cuda_workspace_bytes_with(args, plan,
+                                                         cuda_scatter::SortedChoice::kAuto);
+}
+
+Status scatter_cuda(const ScatterArgs& args, const ScatterPlan& plan, void* workspace,
+                    size_t workspace_bytes, void* stream, ErrorDetail* err) {
+  return cuda_scatter::scatter_cuda_with(args, plan, workspace, workspace_bytes, stream, err,
+                                         cuda_scatter::SortedChoice::kAuto);
+}
+
+}  // namespace stridewise

@@ -1,0 +1,456 @@
+// From a ScatterPlan to the CUDA scatter's launch sequence (host side; shared by
+// scatter_cuda.cu and the host emulation test, which passes a Runner that runs the bodies of
+// scatter_cuda_impl.h on the host). Sequence, every step after the first gated by the call's
+// abort word:
+//  1. validate (ScatterPlan::elems, index only): records the first bad value, raises the word;
+//  2. self -> out when not in place (ScatterPlan::copy), per unit;
+//  3. copy combine: put_elems (one thread per position) or put_lines (deterministic);
+//     accumulating combines without a workspace: acc_elems / acc_lines straight into out;
+//     with one (float16/bfloat16, mean, include_self = false): ws_init -> acc_elems /
+//     acc_lines into the workspace -> ws_final into out;
+//     or, deterministic with a shared index (scatter_cuda_sorted.h, sort_shape's rule):
+//     sort_keys -> sort -> sorted_put / sorted_acc straight into out.
+// The workspace: an accumulator of AccOf<T> per out element, then (mean or include_self =
+// false) an int32 count per out element, each part 256-byte aligned. Both are dense over
+// out's shape with out's dims ordered by out's strides (largest first): out's memory order,
+// so ws_init/ws_final walk both in step. The sorted path needs neither: its workspace is two
+// key arrays, two position arrays (line_len each, 4 or 8 bytes) and CUB's temporary storage
+// (the runner's sort_temp_bytes: CUB's host-side query), each part 256-byte aligned.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "scatter_cuda_sorted.h"
+#include "stridewise/layout.h"
+#include "stridewise/scatter.h"
+
+namespace stridewise {
+namespace cuda_scatter {
+
+using cuda_gather::ceil_div;
+using cuda_gather::kI32Max;
+using cuda_gather::kMaxBlocks;
+using cuda_gather::Tag;
+using cuda_gather::UnitOf;
+
+// f(Tag<T>) for the storage type of dtype t; kUnsupported when scatter has no arithmetic.
+template <typename F>
+Status with_type(DType t, F&& f) {
+  switch (t) {
+    case DType::kBool:
+      return f(Tag<Bool>{});
+    case DType::kUInt8:
+      return f(Tag<uint8_t>{});
+    case DType::kInt8:
+      return f(Tag<int8_t>{});
+    case DType::kInt16:
+      return f(Tag<int16_t>{});
+    case DType::kInt32:
+      return f(Tag<int32_t>{});
+    case DType::kInt64:
+      return f(Tag<int64_t>{});
+    case DType::kFloat16:
+      return f(Tag<F16>{});
+    case DType::kBFloat16:
+      return f(Tag<BF16>{});
+    case DType::kFloat32:
+      return f(Tag<float>{});
+    case DType::kFloat64:
+      return f(Tag<double>{});
+    case DType::kComplex64:
+      return f(Tag<Cx<float>>{});
+    case DType::kComplex128:
+      return f(Tag<Cx<double>>{});
+    default:
+      return Status::kUnsupported;
+  }
+}
+
+// Offset type x calculator capacity (4 or kMaxRank only: the instantiation budget).
+template <typename F>
+Status with_offsets(bool u32, int rank, F&& f) {
+  if (rank <= 4) {
+    if (u32) return f(Tag<uint32_t>{}, std::integral_constant<int, 4>{});
+    return f(Tag<int64_t>{}, std::integral_constant<int, 4>{});
+  }
+  if (u32) return f(Tag<uint32_t>{}, std::integral_constant<int, kMaxRank>{});
+  return f(Tag<int64_t>{}, std::integral_constant<int, kMaxRank>{});
+}
+
+inline int64_t align256(int64_t b) {
+  return (b + 255) / 256 * 256;
+}
+
+// Bytes of the accumulation type (scatter_cuda_types.h): 4 for float16/bfloat16 (float32) and
+// for bool and 1-/2-byte integers (int32); the element size otherwise.
+inline int acc_bytes(DType t) {
+  return elem_size(t) < 4 ? 4 : elem_size(t);
+}
+
+// Where the workspace parts lie; total 0 when the call needs none.
+struct WsLayout {
+  bool needed = false;
+  bool counts = false;
+  int64_t count_at = 0;  // bytes from the start
+  int64_t total = 0;
+  bool sorted = false;  // the sorted path's parts instead (bytes from the start)
+  SortShape sort;
+  int64_t keys_at[2] = {0, 0};
+  int64_t vals_at[2] = {0, 0};
+  int64_t temp_at = 0;
+  int64_t temp_bytes = 0;
+};
+
+// `sort`: the call's sort_shape; sort_temp: CUB's temporary bytes for it.
+inline WsLayout ws_layout(const ScatterArgs& a, const SortShape& sort = {}, int64_t sort_temp = 0) {
+  WsLayout w;
+  if (sort.use) {
+    const int64_t part = align256(sort.n * (sort.wide ? 8 : 4));
+    w.needed = w.sorted = true;
+    w.sort = sort;
+    for (int k = 0; k < 2; ++k) {
+      w.keys_at[k] = k * part;
+      w.vals_at[k] = (2 + k) * part;
+    }
+    w.temp_at = 4 * part;
+    w.temp_bytes = align256(sort_temp > 0 ? sort_temp : 0);
+    w.total = w.temp_at + w.temp_bytes;
+    return w;
+  }
+  const Combine c = a.desc.combine;
+  if (c == Combine::kCopy) return w;
+  const bool low = acc_bytes(a.out.dtype) != elem_size(a.out.dtype);  // narrow: int32/float32
+  w.counts = c == Combine::kMean || !a.desc.include_self;
+  w.needed = low || w.counts;
+  if (!w.needed) return w;
+  const int64_t n = a.out.numel();
+  w.count_at = align256(n * acc_bytes(a.out.dtype));
+  w.total = w.count_at + (w.counts ? align256(n * 4) : 0);
+  return w;
+}
+
+// Dense strides over out's shape in out's memory order (largest out stride outermost).
+inline void ws_strides(const StridedView& out, int64_t* st) {
+  int order[kMaxRank];
+  for (int d = 0; d < out.rank; ++d) order[d] = d;
+  std::stable_sort(order, order + out.rank,
+                   [&](int x, int y) { return out.strides[x] > out.strides[y]; });
+  int64_t acc = 1;
+  for (int i = out.rank - 1; i >= 0; --i) {
+    st[order[i]] = acc;
+    acc *= out.sizes[order[i]];
+  }
+}
+
+inline unsigned grid_for(int64_t n) {
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min(ceil_div(n, kThreads), kMaxBlocks)));
+}
+
+// A (target, index, src) plan like ScatterPlan::elems (lines: sizes[dim] = 1) with the
+// workspace as operand 0.
+inline LoopPlan<3> ws_scatter_plan(const ScatterArgs& a, const ScatterPlan& p, const int64_t* wst,
+                                   bool lines) {
+  const int r = a.index.rank;
+  int64_t sizes[kMaxRank] = {}, t[kMaxRank] = {}, s[kMaxRank] = {};
+  for (int d = 0; d < r; ++d) {
+    sizes[d] = lines && d == p.dim ? (a.index.sizes[d] == 0 ? 0 : 1) : a.index.sizes[d];
+    t[d] = d == p.dim ? 0 : wst[d];
+    s[d] = a.has_value ? 0 : a.src.strides[d];
+  }
+  const int64_t* strides[3] = {t, a.index.strides, s};
+  int64_t extra[3] = {0, 0, 0};
+  if (r > 0 && p.out_dim_size > 0) extra[0] = (p.out_dim_size - 1) * wst[p.dim];
+  if (lines && p.line_len > 0) {
+    extra[1] = (p.line_len - 1) * p.index_dim_stride;
+    extra[2] = (p.line_len - 1) * p.src_dim_stride;
+  }
+  return plan_loop<3>(r, sizes, strides, extra);
+}
+
+template <typename Runner>
+struct Launcher {
+  const ScatterArgs& args;
+  const ScatterPlan& plan;
+  const ScatterSite& site;
+  const Abort& abort;
+  Runner& runner;
+  bool idx64 = args.index.dtype == DType::kInt64;
+
+  Status validate() {
+    const LoopPlan<3>& l = plan.elems;
+    return with_offsets(l.fits_int32, l.rank, [&](auto it, auto dims) {
+      using I = typename decltype(it)::type;
+      constexpr int D = decltype(dims)::value;
+      const int ops[1] = {kScatterIndex};
+      ValidateArgs<I, D> v{args.index.data,         idx64, OffsetCalculator<1, I, D>(l, ops),
+                           static_cast<I>(l.numel), site,  abort};
+      runner.template validate<I, D>(v, grid_for(l.numel));
+      return Status::kOk;
+    });
+  }
+
+  Status copy(int unit, int units) {
+    const LoopPlan<2>& l = plan.copy;
+    return cuda_gather::with_unit(unit, [&](auto ut) {
+      return with_offsets(l.fits_int32 && units == 1, l.rank, [&](auto it, auto dims) {
+        using I = typename decltype(it)::type;
+        constexpr int D = decltype(dims)::value;
+        CopyArgs<I, D> c{args.out.data,           args.self.data, OffsetCalculator<2, I, D>(l),
+                         static_cast<I>(l.numel), units,          abort};
+        runner.template copy<typename decltype(ut)::type, I, D>(c, grid_for(l.numel));
+        return Status::kOk;
+      });
+    });
+  }
+
+  Status put(int unit, int units) {
+    const bool lines = args.deterministic;
+    const LoopPlan<3>& l = lines ? plan.lines : plan.elems;
+    const bool u32 = l.fits_int32 && units == 1 && plan.line_len <= kI32Max;
+    return cuda_gather::with_unit(unit, [&](auto ut) {
+      return with_offsets(u32, l.rank, [&](auto it, auto dims) {
+        using I = typename decltype(it)::type;
+        constexpr int D = decltype(dims)::value;
+        PutArgs<I, D> p;
+        p.out = args.out.data;
+        p.index = args.index.data;
+        p.src = args.has_value ? nullptr : args.src.data;
+        p.idx64 = idx64;
+        p.has_value = args.has_value;
+        memcpy(p.value.b, args.value, sizeof p.value.b);
+        p.calc = OffsetCalculator<3, I, D>(l);
+        p.numel = static_cast<I>(l.numel);
+        p.out_dim_stride = static_cast<I>(plan.out_dim_stride);
+        p.size = plan.out_dim_size;
+        p.units = units;
+        p.line_len = static_cast<I>(plan.line_len);
+        p.index_dim_stride = static_cast<I>(plan.index_dim_stride);
+        p.src_dim_stride = static_cast<I>(plan.src_dim_stride);
+        p.abort = abort;
+        using U = typename decltype(ut)::type;
+        if (lines)
+          runner.template put_lines<U, I, D>(p, grid_for(l.numel));
+        else
+          runner.template put_elems<U, I, D>(p, grid_for(l.numel));
+        return Status::kOk;
+      });
+    });
+  }
+
+  // The scatter step of an accumulating combine into `target` (out, or the accumulator),
+  // planned by `l` (operand 0 = target) with `tds` target elements per index unit.
+  template <typename T>
+  Status accumulate(const LoopPlan<3>& l, bool lines, void* target, int32_t* count, int64_t tds) {
+    const bool u32 = l.fits_int32 && plan.line_len <= kI32Max;
+    return with_offsets(u32, l.rank, [&](auto it, auto dims) {
+      using I = typename decltype(it)::type;
+      constexpr int D = decltype(dims)::value;
+      AccArgs<I, D> p;
+      p.target = target;
+      p.count = count;
+      p.index = args.index.data;
+      p.src = args.has_value ? nullptr : args.src.data;
+      p.idx64 = idx64;
+      p.has_value = args.has_value;
+      p.combine = args.desc.combine;
+      memcpy(p.value.b, args.value, sizeof p.value.b);
+      p.calc = OffsetCalculator<3, I, D>(l);
+      p.numel = static_cast<I>(l.numel);
+      p.target_dim_stride = static_cast<I>(tds);
+      p.size = plan.out_dim_size;
+      p.line_len = static_cast<I>(plan.line_len);
+      p.index_dim_stride = static_cast<I>(plan.index_dim_stride);
+      p.src_dim_stride = static_cast<I>(plan.src_dim_stride);
+      p.abort = abort;
+      if (lines)
+        runner.template acc_lines<T, I, D>(p, grid_for(l.numel));
+      else
+        runner.template acc_elems<T, I, D>(p, grid_for(l.numel));
+      return Status::kOk;
+    });
+  }
+
+  template <typename T>
+  Status ws_pass(const LoopPlan<2>& l, void* acc, int32_t* count, bool final_pass) {
+    return with_offsets(l.fits_int32, l.rank, [&](auto it, auto dims) {
+      using I = typename decltype(it)::type;
+      constexpr int D = decltype(dims)::value;
+      WsArgs<I, D> w{args.out.data,
+                     acc,
+                     count,
+                     OffsetCalculator<2, I, D>(l),
+                     static_cast<I>(l.numel),
+                     args.desc.combine,
+                     args.desc.include_self,
+                     abort};
+      if (final_pass)
+        runner.template ws_final<T, I, D>(w, grid_for(l.numel));
+      else
+        runner.template ws_init<T, I, D>(w, grid_for(l.numel));
+      return Status::kOk;
+    });
+  }
+
+  // The sorted-segment path (scatter_cuda_sorted.h) straight into out.
+  Status sorted(const WsLayout& w, void* workspace, int unit, int units) {
+    const SortShape& s = w.sort;
+    char* const base = static_cast<char*>(workspace);
+    const KeysArgs k{args.index.data,
+                     idx64,
+                     plan.index_dim_stride,
+                     s.n,
+                     base + w.keys_at[0],
+                     base + w.vals_at[0],
+                     s.wide,
+                     abort};
+    runner.sort_keys(k, grid_for(s.n));
+    SortArgs sa{base + w.temp_at,
+                static_cast<size_t>(w.temp_bytes),
+                {base + w.keys_at[0], base + w.keys_at[1]},
+                {base + w.vals_at[0], base + w.vals_at[1]},
+                s};
+    const int sel = runner.sort(sa);
+    if (sel < 0) return Status::kDeviceError;
+    const LoopPlan<3>& l = plan.lines;
+    const int64_t threads = std::min<int64_t>(kThreads, ceil_div(l.numel, 32) * 32);
+    const int64_t chunks = ceil_div(l.numel, threads);
+    const unsigned blocks = static_cast<unsigned>(std::min(s.n * chunks, kMaxBlocks));
+    const bool u32 = l.fits_int32 && units == 1 && plan.line_len <= kI32Max;
+    return with_offsets(u32, l.rank, [&](auto it, auto dims) {
+      using I = typename decltype(it)::type;
+      constexpr int D = decltype(dims)::value;
+      SortedArgs<I, D> p;
+      p.out = args.out.data;
+      p.src = args.has_value ? nullptr : args.src.data;
+      p.has_value = args.has_value;
+      memcpy(p.value.b, args.value, sizeof p.value.b);
+      p.combine = args.desc.combine;
+      p.include_self = args.desc.include_self;
+      p.keys = sa.keys[sel];
+      p.vals = sa.vals[sel];
+      p.wide = s.wide;
+      p.calc = OffsetCalculator<3, I, D>(l);
+      p.lines = static_cast<I>(l.numel);
+      p.chunks = chunks;
+      p.threads = threads;
+      p.n = s.n;
+      p.out_dim_stride = static_cast<I>(plan.out_dim_stride);
+      p.src_dim_stride = static_cast<I>(plan.src_dim_stride);
+      p.size = plan.out_dim_size;
+      p.units = units;
+      p.abort = abort;
+      if (!args.desc.accumulates())
+        return cuda_gather::with_unit(unit, [&](auto ut) {
+          runner.template sorted_put<typename decltype(ut)::type, I, D>(p, blocks,
+                                                                        unsigned(threads));
+          return Status::kOk;
+        });
+      return with_type(args.out.dtype, [&](auto tt) {
+        runner.template sorted_acc<typename decltype(tt)::type, I, D>(p, blocks, unsigned(threads));
+        return Status::kOk;
+      });
+    });
+  }
+
+  template <typename T>
+  Status combine(void* workspace) {
+    // complex128 multiply has no 16-byte atomic here: its lines never race (no atomics).
+    const bool lines = args.deterministic ||
+                       (std::is_same<T, Cx<double>>::value && args.desc.combine == Combine::kMul);
+    const WsLayout w = ws_layout(args);
+    if (!w.needed)
+      return accumulate<T>(lines ? plan.lines : plan.elems, lines, args.out.data, nullptr,
+                           plan.out_dim_stride);
+    const int r = args.out.rank;
+    int64_t wst[kMaxRank] = {};
+    ws_strides(args.out, wst);
+    char* const base = static_cast<char*>(workspace);
+    int32_t* const count = w.counts ? reinterpret_cast<int32_t*>(base + w.count_at) : nullptr;
+    const int64_t* init_strides[2] = {args.out.strides, wst};
+    const LoopPlan<2> whole = plan_loop<2>(r, args.out.sizes, init_strides);
+    Status st = ws_pass<T>(whole, base, count, false);
+    if (st != Status::kOk) return st;
+    st = accumulate<T>(ws_scatter_plan(args, plan, wst, lines), lines, base, count,
+                       r > 0 ? wst[plan.dim] : 0);
+    if (st != Status::kOk) return st;
+    return ws_pass<T>(whole, base, count, true);
+  }
+};
+
+inline uint64_t addr(const void* p) {
+  return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p));
+}
+
+// The call's workspace layout (the runner answers CUB's size query; negative: it failed).
+template <typename Runner>
+WsLayout call_layout(const ScatterArgs& a, const ScatterPlan& p, SortedChoice choice,
+                     Runner& runner, int64_t* sort_temp = nullptr) {
+  const SortShape s = sort_shape(a, p, choice);
+  const int64_t t = s.use ? runner.sort_temp_bytes(s) : 0;
+  if (sort_temp) *sort_temp = t;
+  return ws_layout(a, s, t);
+}
+
+// The whole call for a plan of plan_scatter(args): launches through `runner`. On failure
+// *why says what; nothing has been launched then (but for a failing sort: kDeviceError).
+template <typename Runner>
+Status run_scatter(const ScatterArgs& args, const ScatterPlan& plan, void* workspace,
+                   size_t workspace_bytes, const ScatterSite& site, const Abort& abort,
+                   Runner& runner, std::string* why, SortedChoice choice = SortedChoice::kAuto) {
+  const char* fn = "scatter_cuda: ";
+  const int esize = elem_size(args.out.dtype);
+  const bool accumulates = args.desc.accumulates();
+  if (addr(args.index.data) % static_cast<uint64_t>(elem_size(args.index.dtype)) != 0) {
+    *why = std::string(fn) + "index data pointer is not aligned to its element size";
+    return Status::kUnsupported;
+  }
+  if (accumulates && !scatter_supports(args.out.dtype, args.desc.combine)) {
+    *why = std::string(fn) + combine_name(args.desc.combine) + " is not implemented for " +
+           dtype_name(args.out.dtype);
+    return Status::kUnsupported;
+  }
+  // Copies move units that divide every base address (misaligned data: smaller units).
+  uint64_t bits = addr(args.out.data) | addr(args.self.data) | static_cast<uint64_t>(esize);
+  if (!args.has_value) bits |= addr(args.src.data);
+  const int unit = std::min(cuda_gather::pow2_unit(bits), esize);
+  if (accumulates && unit < esize) {
+    *why = std::string(fn) + combine_name(args.desc.combine) +
+           " needs out, self and src aligned to their element size";
+    return Status::kUnsupported;
+  }
+  int64_t sort_temp = 0;
+  const WsLayout w = call_layout(args, plan, choice, runner, &sort_temp);
+  if (sort_temp < 0) {
+    *why = std::string(fn) + "cub::DeviceRadixSort could not size its temporary storage";
+    return Status::kDeviceError;
+  }
+  if (w.needed && (workspace_bytes < static_cast<size_t>(w.total) ||
+                   (w.total > 0 && (workspace == nullptr || addr(workspace) % 16 != 0)))) {
+    *why = std::string(fn) + "needs a 16-byte aligned workspace of " + std::to_string(w.total) +
+           " bytes (scatter_cuda_workspace_bytes), got " + std::to_string(workspace_bytes);
+    return Status::kInvalidArgument;
+  }
+
+  Launcher<Runner> L{args, plan, site, abort, runner};
+  Status st = Status::kOk;
+  if (plan.elems.numel > 0) st = L.validate();
+  if (st == Status::kOk && !plan.in_place && plan.copy.numel > 0) st = L.copy(unit, esize / unit);
+  if (st != Status::kOk || plan.elems.numel == 0) return st;
+  if (w.sorted) {
+    st = L.sorted(w, workspace, unit, esize / unit);
+    if (st == Status::kDeviceError) *why = std::string(fn) + "cub::DeviceRadixSort failed";
+    if (st == Status::kUnsupported) *why = std::string(fn) + "unsupported element type";
+    return st;
+  }
+  if (!accumulates) return L.put(unit, esize / unit);
+  st = with_type(args.out.dtype, [&](auto tt) {
+    return L.template combine<typename decltype(tt)::type>(workspace);
+  });
+  if (st != Status::kOk) *why = std::string(fn) + "unsupported element type";
+  return st;
+}
+
+}  // namespace cuda_scatter
+}  // namespace stridewise

@@ -1,0 +1,275 @@
+// CUDA scatter kernel bodies, shared by scatter_cuda.cu (which wraps them in __global__
+// kernels) and core/tests/cuda/test_scatter_emulated.cpp (which runs them for every block
+// and thread on the host, plain read-modify-writes standing in for atomics). No __global__
+// code and no CUDA runtime calls here. The launch sequence is in scatter_cuda_dispatch.h.
+//
+// Every body is one thread's share of a grid-stride loop over a LoopPlan of scatter.h's
+// ScatterPlan (or one built like it over the workspace). Offsets are in elements (units for
+// the copy bodies: an element of `units` units), of type I (uint32_t when every offset the
+// launch forms fits in 31 bits, else int64_t); OffsetCalculator capacity D is 4 or kMaxRank.
+// Index values are read through a runtime width branch (int32 / int64). Every body but
+// validate runs only when its block saw the call's abort word clear (the caller checks
+// `aborted` once per block) and, besides, never uses a bad index value as an address.
+#pragma once
+
+#include <cstdint>
+
+#include "gather_cuda_common.h"  // kThreads, kMaxBlocks, BadIndex, SW_LDG
+#include "scatter_cuda_types.h"
+#include "stridewise/offset_calc.h"
+#include "stridewise/scatter.h"
+
+namespace stridewise {
+namespace cuda_scatter {
+
+using cuda_gather::BadIndex;
+using cuda_gather::kThreads;
+
+// This call's abort word (cuda_errors.h): raised when *word == gen.
+struct Abort {
+  int64_t* word = nullptr;
+  int64_t gen = 0;
+};
+
+SW_HOST_DEVICE SW_INLINE bool aborted(const Abort& a) {
+  return *static_cast<const volatile int64_t*>(a.word) == a.gen;
+}
+
+// Where a bad index value is recorded (rec is null in the host emulation).
+struct ScatterSite {
+  CudaErrorRecord* rec = nullptr;
+  int32_t op = 0;  // OpCode
+  int64_t dim = 0;
+  int64_t size = 0;  // valid index values are [0, size)
+};
+
+// The scalar of the value form, in out's dtype (a kernel parameter: it is host memory).
+struct Value {
+  alignas(16) unsigned char b[16];
+};
+
+template <typename I>
+SW_HOST_DEVICE SW_INLINE int64_t load_index(const void* base, I off, bool idx64) {
+  if (idx64) return static_cast<int64_t>(SW_LDG(static_cast<const int64_t*>(base) + off));
+  return static_cast<int64_t>(SW_LDG(static_cast<const int32_t*>(base) + off));
+}
+
+template <typename T>
+SW_HOST_DEVICE SW_INLINE T value_as(const Value& v) {
+  T t;
+  memcpy(&t, v.b, sizeof t);
+  return t;
+}
+
+// ---- validation: every index value, in plan order -----------------------------------------
+
+template <typename I, int D>
+struct ValidateArgs {
+  const void* index;
+  bool idx64;
+  OffsetCalculator<1, I, D> calc;  // plan position -> index offset (ScatterPlan::elems)
+  I numel;
+  ScatterSite site;
+  Abort abort;
+};
+
+// Finds this thread's first bad value (lowest plan position it visits); the kernel raises
+// the abort word and records it.
+template <typename I, int D>
+SW_HOST_DEVICE SW_INLINE void validate_thread(const ValidateArgs<I, D>& a, I block, I thread,
+                                              I grid, BadIndex& bad) {
+  // i + step cannot wrap: numel <= 2^31-1 and step <= kMaxBlocks * kThreads = 2^28.
+  const I step = grid * I(kThreads);
+  for (I i = block * I(kThreads) + thread; i < a.numel; i += step) {
+    const int64_t v = load_index(a.index, a.calc.get(i).v[0], a.idx64);
+    if (v < 0 || v >= a.site.size) {
+      bad = BadIndex{true, v, static_cast<int64_t>(i)};
+      return;
+    }
+  }
+}
+
+// ---- self -> out (out-of-place forms), per unit ----------------------------------------
+
+template <typename I, int D>
+struct CopyArgs {
+  void* out;
+  const void* self;
+  OffsetCalculator<2, I, D> calc;  // ScatterPlan::copy: (out, self)
+  I numel;
+  int units;  // units per element (1 unless the data is misaligned for whole elements)
+  Abort abort;
+};
+
+template <typename U, typename I, int D>
+SW_HOST_DEVICE SW_INLINE void copy_thread(const CopyArgs<I, D>& a, I block, I thread, I grid) {
+  U* const out = static_cast<U*>(a.out);
+  const U* const self = static_cast<const U*>(a.self);
+  const I m = I(a.units);
+  for (I i = block * I(kThreads) + thread; i < a.numel; i += grid * I(kThreads)) {
+    const Offsets<2, I> o = a.calc.get(i);
+    for (I j = 0; j < m; ++j) out[o.v[0] * m + j] = SW_LDG(self + (o.v[1] * m + j));
+  }
+}
+
+// ---- combine kCopy (scatter with src or value), per unit ---------------------------------
+
+template <typename I, int D>
+struct PutArgs {
+  void* out;
+  const void* index;
+  const void* src;  // unused when has_value
+  bool idx64;
+  bool has_value;
+  Value value;
+  OffsetCalculator<3, I, D> calc;  // (out, index, src): ScatterPlan::elems or ::lines
+  I numel;                         // positions of calc's plan
+  I out_dim_stride;                // elements per unit of index value
+  int64_t size;                    // valid index values are [0, size)
+  int units;
+  I line_len;  // lines body: steps along dim, with the strides below (elements)
+  I index_dim_stride;
+  I src_dim_stride;
+  Abort abort;
+};
+
+template <typename U, typename I, int D>
+SW_HOST_DEVICE SW_INLINE void put_one(const PutArgs<I, D>& a, I out_base, I index_off, I src_off) {
+  const int64_t v = load_index(a.index, index_off, a.idx64);
+  if (v < 0 || v >= a.size) return;  // validation recorded it; never an address
+  U* const dst = static_cast<U*>(a.out) + (out_base + I(v) * a.out_dim_stride) * I(a.units);
+  const U* const src = a.has_value ? reinterpret_cast<const U*>(a.value.b)
+                                   : static_cast<const U*>(a.src) + src_off * I(a.units);
+  for (int j = 0; j < a.units; ++j) dst[j] = src[j];
+}
+
+// One thread per index position (ScatterPlan::elems): duplicates race, one of them wins.
+template <typename U, typename I, int D>
+SW_HOST_DEVICE SW_INLINE void put_elems_thread(const PutArgs<I, D>& a, I block, I thread, I grid) {
+  for (I i = block * I(kThreads) + thread; i < a.numel; i += grid * I(kThreads)) {
+    const Offsets<3, I> o = a.calc.get(i);
+    put_one<U>(a, o.v[kScatterOut], o.v[kScatterIndex], o.v[kScatterSrc]);
+  }
+}
+
+// One thread per line (ScatterPlan::lines), walked in index order: the last writer wins.
+template <typename U, typename I, int D>
+SW_HOST_DEVICE SW_INLINE void put_lines_thread(const PutArgs<I, D>& a, I block, I thread, I grid) {
+  for (I l = block * I(kThreads) + thread; l < a.numel; l += grid * I(kThreads)) {
+    const Offsets<3, I> o = a.calc.get(l);
+    for (I t = 0; t < a.line_len; ++t)
+      put_one<U>(a, o.v[kScatterOut], o.v[kScatterIndex] + t * a.index_dim_stride,
+                 o.v[kScatterSrc] + t * a.src_dim_stride);
+  }
+}
+
+// ---- accumulating combines, per storage type T (target holds AccOf<T>) --------------------
+
+template <typename I, int D>
+struct AccArgs {
+  void* target;    // AccOf<T>: out itself, or the workspace's accumulator
+  int32_t* count;  // null, or the workspace's counts (same offsets as target)
+  const void* index;
+  const void* src;  // T; unused when has_value
+  bool idx64;
+  bool has_value;
+  Combine combine;
+  Value value;
+  OffsetCalculator<3, I, D> calc;  // (target, index, src), elems or lines
+  I numel;
+  I target_dim_stride;
+  int64_t size;
+  I line_len;
+  I index_dim_stride;
+  I src_dim_stride;
+  Abort abort;
+};
+
+// One thread per index position, atomics into the target.
+template <typename T, typename I, int D>
+SW_HOST_DEVICE SW_INLINE void acc_elems_thread(const AccArgs<I, D>& a, I block, I thread, I grid) {
+  using A = AccOf<T>;
+  A* const target = static_cast<A*>(a.target);
+  const T* const src = static_cast<const T*>(a.src);
+  const A val = a.has_value ? Conv<T>::load(value_as<T>(a.value)) : A{};
+  for (I i = block * I(kThreads) + thread; i < a.numel; i += grid * I(kThreads)) {
+    const Offsets<3, I> o = a.calc.get(i);
+    const int64_t v = load_index(a.index, o.v[kScatterIndex], a.idx64);
+    if (v < 0 || v >= a.size) continue;
+    const I t = o.v[kScatterOut] + I(v) * a.target_dim_stride;
+    atomic_combine<A>(target + t, a.has_value ? val : Conv<T>::load(src[o.v[kScatterSrc]]),
+                      a.combine);
+    if (a.count) atomic_count(a.count + t);
+  }
+}
+
+// One thread per line, in index order; lines own disjoint targets, so no atomics.
+template <typename T, typename I, int D>
+SW_HOST_DEVICE SW_INLINE void acc_lines_thread(const AccArgs<I, D>& a, I block, I thread, I grid) {
+  using A = AccOf<T>;
+  A* const target = static_cast<A*>(a.target);
+  const T* const src = static_cast<const T*>(a.src);
+  const A val = a.has_value ? Conv<T>::load(value_as<T>(a.value)) : A{};
+  for (I l = block * I(kThreads) + thread; l < a.numel; l += grid * I(kThreads)) {
+    const Offsets<3, I> o = a.calc.get(l);
+    for (I s = 0; s < a.line_len; ++s) {
+      const int64_t v = load_index(a.index, o.v[kScatterIndex] + s * a.index_dim_stride, a.idx64);
+      if (v < 0 || v >= a.size) continue;
+      const I t = o.v[kScatterOut] + I(v) * a.target_dim_stride;
+      const A x = a.has_value ? val : Conv<T>::load(src[o.v[kScatterSrc] + s * a.src_dim_stride]);
+      target[t] = combine<A>(a.combine, target[t], x);
+      if (a.count) ++a.count[t];
+    }
+  }
+}
+
+// ---- workspace: init from out (or the identity), finalize into out ------------------------
+
+template <typename I, int D>
+struct WsArgs {
+  void* out;  // T
+  void* acc;  // AccOf<T>, numel elements
+  int32_t* count;
+  OffsetCalculator<2, I, D> calc;  // (out, workspace) over out's shape
+  I numel;
+  Combine combine;
+  bool include_self;
+  Abort abort;
+};
+
+template <typename T, typename I, int D>
+SW_HOST_DEVICE SW_INLINE void ws_init_thread(const WsArgs<I, D>& a, I block, I thread, I grid) {
+  using A = AccOf<T>;
+  const T* const out = static_cast<const T*>(a.out);
+  A* const acc = static_cast<A*>(a.acc);
+  for (I i = block * I(kThreads) + thread; i < a.numel; i += grid * I(kThreads)) {
+    const Offsets<2, I> o = a.calc.get(i);
+    acc[o.v[1]] = a.include_self ? Conv<T>::load(out[o.v[0]]) : Ops<A>::identity(a.combine);
+    if (a.count) a.count[o.v[1]] = 0;
+  }
+}
+
+// mean: acc / (count + 1) with self, acc / count without (untouched positions keep out);
+// include_self = false: positions no value reached keep out; else out = acc.
+template <typename T, typename I, int D>
+SW_HOST_DEVICE SW_INLINE void ws_final_thread(const WsArgs<I, D>& a, I block, I thread, I grid) {
+  using A = AccOf<T>;
+  T* const out = static_cast<T*>(a.out);
+  const A* const acc = static_cast<const A*>(a.acc);
+  for (I i = block * I(kThreads) + thread; i < a.numel; i += grid * I(kThreads)) {
+    const Offsets<2, I> o = a.calc.get(i);
+    const int64_t n = a.count ? a.count[o.v[1]] : 0;
+    A r = acc[o.v[1]];
+    if (a.combine == Combine::kMean) {
+      const int64_t d = n + (a.include_self ? 1 : 0);
+      if (d == 0) continue;
+      r = Ops<A>::mean(mean_sum<T>(r), d);
+    } else if (!a.include_self && n == 0) {
+      continue;
+    }
+    out[o.v[0]] = Conv<T>::store(r);
+  }
+}
+
+}  // namespace cuda_scatter
+}  // namespace stridewise

@@ -1,0 +1,192 @@
+// Scatter test helpers shared by test_scatter_emulated.cpp (kernel bodies on the host) and
+// test_scatter_cuda.cpp (the GPU): random scatter problems over guarded storages, an obvious
+// host reference (logical walk, ATen's semantics, written independently of the kernels'
+// arithmetic: it uses the CPU path's scatter_cpu_types.h), the element comparison, and the
+// host runner that stands in for scatter_cuda.cu's launches.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "scatter_cuda_dispatch.h"
+#include "stridewise/scatter.h"
+#include "test_util.h"
+
+namespace swct {
+
+namespace cs = stridewise::cuda_scatter;
+
+// The dtypes with scatter arithmetic (scatter_supports), in a fixed order.
+extern const stridewise::DType kScatterTypes[12];
+
+struct ScatterCase {
+  swt::TestTensor out, self, index, src;  // in place: `self` is unused (self = out's view)
+  bool in_place = false;
+  bool has_value = false;
+  alignas(16) unsigned char value[16] = {};
+  int64_t dim = 0;
+  stridewise::IndexedOpDesc desc;
+  bool deterministic = false;
+  stridewise::ScatterArgs args() const;
+  std::string describe() const;
+};
+
+struct ScatterCaseOpts {
+  int rank = -1;  // -1: random 0..6
+  stridewise::DType dtype = stridewise::DType::kBool;
+  bool random_dtype = true;
+  int combine = -1;  // -1: random; else a stridewise::Combine
+  int include_self = -1;
+  int in_place = -1;
+  int has_value = -1;
+  int deterministic = -1;
+  int64_t max_size = 4;  // per dim
+  bool nan = false;      // sprinkle NaNs into floating inputs
+};
+
+ScatterCase random_scatter_case(swt::Rng& rng, const ScatterCaseOpts& opts);
+
+// A deterministic scatter whose lines share one index sequence (the sorted path's case): out
+// contiguous of `out_sizes`, index of line_len values along `dim` expanded (stride 0) over
+// every other dim, src contiguous of index's shape (or the value form). `arbitrary`: self
+// and src hold arbitrary values (floating results then depend on the combination order;
+// multiply: values near 1) instead of small integers.
+ScatterCase shared_index_case(swt::Rng& rng, stridewise::DType dt, stridewise::Combine comb,
+                              bool include_self, bool in_place, bool has_value,
+                              const std::vector<int64_t>& out_sizes, int64_t dim, int64_t line_len,
+                              bool arbitrary);
+
+// Writes one bad value into the index storage at an element the index view reads; returns
+// false when the index is empty.
+bool plant_bad_index(swt::Rng& rng, ScatterCase& c);
+
+// Expected out storage. *bad: how many index positions hold a bad value (then the whole
+// storage is unchanged). *cands (optional): for copy, per out storage byte offset of an
+// element written more than once, every value written there (any may win without
+// `deterministic`); want holds the last one in index order.
+struct Candidates {
+  std::vector<int64_t> byte_offset;
+  std::vector<std::vector<std::vector<unsigned char>>> values;
+};
+std::vector<unsigned char> reference_scatter(const ScatterCase& c, int64_t* bad, Candidates* cands);
+
+// Compares the out storages: bytes outside out's view must be identical; inside, elements
+// equal bitwise, or both NaN, or (rtol > 0, floating types) within atol + rtol * |want| per
+// component, or (cands) any candidate value. Empty string when they match.
+std::string compare_out(const ScatterCase& c, const unsigned char* got,
+                        const std::vector<unsigned char>& want, const Candidates* cands,
+                        double rtol = 0, double atol = 0);
+
+// The host stand-in for scatter_cuda.cu's CudaRunner: every thread of every block (the grid
+// capped at grid_cap blocks when non-zero, so grid-stride loops take several rounds); each
+// block but validate's first checks the abort word, as the kernels do.
+// The sort is std::stable_sort on bits [0, end_bit) of the keys (CUB's order), into buffer 1
+// or, for odd end_bit, back into buffer 0, the other buffer and CUB's temp then poisoned.
+struct ScatterHostRunner {
+  unsigned grid_cap = 0;
+  cs::SortedChoice sorted = cs::SortedChoice::kAuto;  // emulate_scatter's choice
+  cs::BadIndex first;
+  std::vector<std::string> launches;  // kernel names, in order
+  int64_t blocks_skipped = 0;         // blocks that saw the abort word raised
+
+  unsigned grid(unsigned b) const { return grid_cap && grid_cap < b ? grid_cap : b; }
+  template <typename F>
+  void run(const char* name, const cs::Abort* abort, unsigned blocks, F&& body) {
+    run_threads(name, abort, blocks, unsigned(cs::kThreads), body);
+  }
+  template <typename F>
+  void run_threads(const char* name, const cs::Abort* abort, unsigned blocks, unsigned threads,
+                   F&& body) {
+    launches.push_back(name);
+    const unsigned g = grid(blocks);
+    for (unsigned b = 0; b < g; ++b) {
+      if (abort && cs::aborted(*abort)) {
+        ++blocks_skipped;
+        continue;
+      }
+      for (unsigned t = 0; t < threads; ++t) body(b, t, g);
+    }
+  }
+  int64_t sort_temp_bytes(const cs::SortShape& s) const { return 100 + s.n; }  // any size
+  void sort_keys(const cs::KeysArgs& a, unsigned blocks) {
+    run("sort_keys", &a.abort, blocks, [&](unsigned b, unsigned t, unsigned g) {
+      cs::sort_keys_thread(a, int64_t(b), int64_t(t), int64_t(g));
+    });
+  }
+  int sort(const cs::SortArgs& a);  // scatter_test_util.cpp
+  template <typename T, typename I, int D>
+  void sorted_acc(const cs::SortedArgs<I, D>& a, unsigned blocks, unsigned threads) {
+    run_threads("sorted_acc", &a.abort, blocks, threads, [&](unsigned b, unsigned t, unsigned g) {
+      cs::sorted_acc_thread<T>(a, int64_t(b), int64_t(t), int64_t(g));
+    });
+  }
+  template <typename U, typename I, int D>
+  void sorted_put(const cs::SortedArgs<I, D>& a, unsigned blocks, unsigned threads) {
+    run_threads("sorted_put", &a.abort, blocks, threads, [&](unsigned b, unsigned t, unsigned g) {
+      cs::sorted_put_thread<U>(a, int64_t(b), int64_t(t), int64_t(g));
+    });
+  }
+  template <typename I, int D>
+  void validate(const cs::ValidateArgs<I, D>& a, unsigned blocks) {
+    run("validate", nullptr, blocks, [&](unsigned b, unsigned t, unsigned g) {
+      cs::BadIndex bad;
+      cs::validate_thread(a, I(b), I(t), I(g), bad);
+      if (!bad.any) return;
+      *a.abort.word = a.abort.gen;
+      if (!first.any) first = bad;
+    });
+  }
+  template <typename U, typename I, int D>
+  void copy(const cs::CopyArgs<I, D>& a, unsigned blocks) {
+    run("copy", &a.abort, blocks,
+        [&](unsigned b, unsigned t, unsigned g) { cs::copy_thread<U>(a, I(b), I(t), I(g)); });
+  }
+  template <typename U, typename I, int D>
+  void put_elems(const cs::PutArgs<I, D>& a, unsigned blocks) {
+    run("put_elems", &a.abort, blocks,
+        [&](unsigned b, unsigned t, unsigned g) { cs::put_elems_thread<U>(a, I(b), I(t), I(g)); });
+  }
+  template <typename U, typename I, int D>
+  void put_lines(const cs::PutArgs<I, D>& a, unsigned blocks) {
+    run("put_lines", &a.abort, blocks,
+        [&](unsigned b, unsigned t, unsigned g) { cs::put_lines_thread<U>(a, I(b), I(t), I(g)); });
+  }
+  template <typename T, typename I, int D>
+  void acc_elems(const cs::AccArgs<I, D>& a, unsigned blocks) {
+    run("acc_elems", &a.abort, blocks,
+        [&](unsigned b, unsigned t, unsigned g) { cs::acc_elems_thread<T>(a, I(b), I(t), I(g)); });
+  }
+  template <typename T, typename I, int D>
+  void acc_lines(const cs::AccArgs<I, D>& a, unsigned blocks) {
+    run("acc_lines", &a.abort, blocks,
+        [&](unsigned b, unsigned t, unsigned g) { cs::acc_lines_thread<T>(a, I(b), I(t), I(g)); });
+  }
+  template <typename T, typename I, int D>
+  void ws_init(const cs::WsArgs<I, D>& a, unsigned blocks) {
+    run("ws_init", &a.abort, blocks,
+        [&](unsigned b, unsigned t, unsigned g) { cs::ws_init_thread<T>(a, I(b), I(t), I(g)); });
+  }
+  template <typename T, typename I, int D>
+  void ws_final(const cs::WsArgs<I, D>& a, unsigned blocks) {
+    run("ws_final", &a.abort, blocks,
+        [&](unsigned b, unsigned t, unsigned g) { cs::ws_final_thread<T>(a, I(b), I(t), I(g)); });
+  }
+};
+
+// scatter_cuda's host path with the host runner: plans, poisons a fresh workspace of
+// scatter_cuda_workspace_bytes, starts the abort word at a stale generation, runs. A bad
+// index gives kIndexOutOfRange with value and position filled from the runner's report.
+stridewise::Status emulate_scatter(const stridewise::ScatterArgs& a, ScatterHostRunner& r,
+                                   stridewise::ErrorDetail* e);
+
+// Emulates c and checks status, report (value bad, position in plan order holds it) and
+// the whole out storage against reference_scatter.
+// `sorted`: the runner's choice of the sorted path; `ran` (optional): the launches.
+::testing::AssertionResult scatter_emulated_matches(
+    ScatterCase& c, uint64_t seed, unsigned grid_cap = 0,
+    cs::SortedChoice sorted = cs::SortedChoice::kAuto, std::vector<std::string>* ran = nullptr);
+
+}  // namespace swct
