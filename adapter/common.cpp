@@ -141,7 +141,8 @@ const char* counter_name(int c) {
   static const char* const kNames[kNumCounters] = {
       "calls",          "cpu",           "cuda",           "noncontig_index",
       "noncontig_self", "noncontig_out", "expanded_index", "copies",
-      "vectorized",     "int64_offsets", "errors"};
+      "vectorized",     "int64_offsets", "errors",         "noncontig_src",
+      "expanded_src",   "deterministic", "fallback"};
   return c >= 0 && c < kNumCounters ? kNames[c] : "?";
 }
 

@@ -69,6 +69,11 @@ enum Counter : int {
   kVectorized,
   kInt64Offsets,
   kErrors,
+  // Appended for the scatter family (issue 9); the names above keep their order.
+  kNoncontigSrc,   // src is not contiguous
+  kExpandedSrc,    // src has a stride-0 dimension of size > 1
+  kDeterministic,  // calls made in deterministic mode (torch.use_deterministic_algorithms)
+  kFallback,       // calls handed to ATen's own kernel (a dtype/combine the core does not run)
   kNumCounters
 };
 

@@ -1,13 +1,18 @@
-"""stridewise: PyTorch indexing ops (gather first) that are correct for every strided layout,
-never copy an operand, and turn bad indices into catchable errors on CPU and CUDA.
+"""stridewise: PyTorch indexing ops (gather and the scatter family) that are correct for every
+strided layout, never copy an operand, and turn bad indices into catchable errors on CPU and
+CUDA.
 
 Importing the package loads the native library, which registers ``torch.ops.stridewise.*``.
-Nothing changes for ``torch.gather`` until you route it::
+Nothing changes for ``torch.gather`` / ``torch.scatter*`` until you route them::
 
     import stridewise
     with stridewise.use(include=["gather"]):   # torch.gather / Tensor.gather / out= ...
         y = torch.gather(x, 1, idx)            # ... run stridewise kernels here
     stridewise.stats()["gather"]["calls"]
+
+Supported ops (names for enable/use/stats): "gather", "scatter" (scatter with src or value,
+optionally reduce="add"/"multiply"; in-place and out= forms), "scatter_add" and
+"scatter_reduce" (sum/prod/mean/amax/amin, include_self).
 
 All op logic is native; this module only forwards. See docs/python_api.md.
 """
@@ -58,15 +63,17 @@ def _names(ops: Names) -> List[str]:
 
 
 def supported_ops() -> List[str]:
-    """Ops stridewise implements (and enable() accepts): ['gather']."""
+    """Ops stridewise implements (and enable() accepts):
+    ['gather', 'scatter', 'scatter_add', 'scatter_reduce'] (order not guaranteed)."""
     return list(_ops._supported())
 
 
 def enable(include: Names = None, exclude: Names = None) -> List[str]:
-    """Routes the aten:: forms of the selected ops (torch.gather, Tensor.gather, out=, ...) on
-    CPU and CUDA to stridewise. ``include`` None/empty means every supported op; ``exclude``
-    removes ops. Replaces any previous selection. Returns the ops now enabled. Unknown names
-    raise ValueError. Autograd keeps ATen's formulas."""
+    """Routes the aten:: forms of the selected ops (torch.gather, Tensor.gather, out=, ...;
+    torch.scatter / Tensor.scatter_ / scatter_add / scatter_reduce, with their in-place and out=
+    forms) on CPU and CUDA to stridewise. ``include`` None/empty means every supported op;
+    ``exclude`` removes ops. Replaces any previous selection. Returns the ops now enabled.
+    Unknown names raise ValueError. Autograd keeps ATen's formulas."""
     return list(_ops._enable(_names(include), _names(exclude)))
 
 
@@ -96,10 +103,13 @@ def use(include: Names = None, exclude: Names = None) -> Iterator[List[str]]:
 
 
 def stats() -> dict:
-    """Per-op counters: {'gather': {'calls': n, 'cpu': n, 'cuda': n, 'noncontig_index': n,
+    """Per-op counters: {op: {'calls': n, 'cpu': n, 'cuda': n, 'noncontig_index': n,
     'noncontig_self': n, 'noncontig_out': n, 'expanded_index': n, 'copies': 0,
-    'vectorized': n, 'int64_offsets': n, 'errors': n}}. Counts torch.ops.stridewise calls
-    and routed aten:: calls alike. 'copies' is always 0: stridewise never copies an operand."""
+    'vectorized': n, 'int64_offsets': n, 'errors': n, 'noncontig_src': n, 'expanded_src': n,
+    'deterministic': n, 'fallback': n}} for op in supported_ops(). Counts torch.ops.stridewise
+    calls and routed aten:: calls alike. 'copies' is always 0: stridewise never copies an
+    operand. 'fallback' counts scatter-family calls handed to ATen's own kernel (a dtype /
+    reduction the core does not run, e.g. uint16 or bool mean: ATen's result or error)."""
     return json.loads(_ops._stats())
 
 

@@ -1,0 +1,284 @@
+// The scatter family: argument checks shared by CPU and CUDA (scatter_prepare), the hand-over to
+// ATen's kernel where the core has none (scatter_fallback), and the CPU backend with its
+// registrations (switchable aten:: overrides "scatter", "scatter_add", "scatter_reduce").
+#include "scatter.h"
+
+#include <ATen/Context.h>
+#include <ATen/Dispatch.h>
+#include <ATen/MemoryOverlap.h>
+#include <ATen/WrapDimUtils.h>
+#include <ATen/native/ReductionType.h>
+#include <ATen/native/Resize.h>
+#include <ATen/native/ScatterGatherChecks.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/scatter_add_native.h>
+#include <ATen/ops/scatter_native.h>
+#include <ATen/ops/scatter_reduce_native.h>
+#include <c10/util/Exception.h>
+
+#include <cstring>
+
+namespace stridewise::adapter {
+
+const char* scatter_op_name(OpCode op) {
+  switch (op) {
+    case OpCode::kScatterAdd:
+      return "scatter_add";
+    case OpCode::kScatterReduce:
+      return "scatter_reduce";
+    default:
+      return "scatter";
+  }
+}
+
+OpStats& scatter_op_stats(OpCode op) {
+  static OpStats& scatter = register_op("scatter");
+  static OpStats& add = register_op("scatter_add");
+  static OpStats& reduce = register_op("scatter_reduce");
+  switch (op) {
+    case OpCode::kScatterAdd:
+      return add;
+    case OpCode::kScatterReduce:
+      return reduce;
+    default:
+      return scatter;
+  }
+}
+
+namespace {
+
+// Registers the three ops as supported when the library is loaded.
+[[maybe_unused]] const OpStats& kScatterRegistered = scatter_op_stats(OpCode::kScatter);
+
+Combine to_combine(at::native::ReductionType r) {
+  using R = at::native::ReductionType;
+  switch (r) {
+    case R::SUM:
+      return Combine::kAdd;
+    case R::PROD:
+      return Combine::kMul;
+    case R::MEAN:
+      return Combine::kMean;
+    case R::MAX:
+      return Combine::kMax;
+    case R::MIN:
+      return Combine::kMin;
+  }
+  return Combine::kCopy;
+}
+
+bool is_complex_or_bool(c10::ScalarType st) {
+  return st == c10::ScalarType::Bool || c10::isComplexType(st);
+}
+
+// Whether the core's result (or error) is ATen's for this call, where that differs from the
+// core's scatter_supports:
+//  - complex mean: ATen divides every position by its count in complex arithmetic, also the
+//    positions no index reaches (by 1 + 0i), which turns -0 into +0 and an infinite component
+//    into NaN; the core leaves those positions as they are. ATen's kernel runs instead.
+//  - copy of a dtype without arithmetic: see below.
+//  - CUDA (ATen/native/cuda/ScatterGatherKernel.cu, torch 2.11-2.13): ATen's multiply, mean,
+//    amax and amin kernels (and value with reduce="multiply") dispatch ALL_TYPES_AND2(Half,
+//    BFloat16): neither bool nor complex, so ATen raises NotImplementedError; except where
+//    deterministic mode sends a src tensor through index_put_ (copy, add, mean).
+// On CPU the rest of ATen's coverage equals the core's (checked against native for every dtype
+// and combine).
+bool core_matches_aten(bool cuda, bool deterministic, c10::ScalarType st, DType dt, Combine c,
+                       bool has_value) {
+  if (c10::isComplexType(st) && c == Combine::kMean) return false;
+  // Copy: the core moves bytes of any dtype. ATen's CPU kernel (and its value form on either
+  // device) takes only the dtypes that have arithmetic, and raises NotImplementedError for
+  // the others (uint16/32/64, complex32, float8): those go to ATen for its error.
+  if (c == Combine::kCopy && (!cuda || has_value) && !scatter_supports(dt, Combine::kAdd))
+    return false;
+  if (!cuda || !is_complex_or_bool(st)) return true;
+  if (c == Combine::kCopy || c == Combine::kAdd) return true;
+  if (deterministic && !has_value && c == Combine::kMean) return true;
+  return false;
+}
+
+bool rank_ok(const at::Tensor& t) {
+  return t.dim() <= kMaxRank;
+}
+
+void count_layouts(OpStats& s, const at::Tensor& self, const at::Tensor& index,
+                   const at::Tensor* src, const at::Tensor& out, const ScatterPlan& plan) {
+  if (!index.is_contiguous()) s.bump(kNoncontigIndex);
+  if (!self.is_contiguous()) s.bump(kNoncontigSelf);
+  if (!out.is_contiguous()) s.bump(kNoncontigOut);
+  if (src != nullptr && !src->is_contiguous()) s.bump(kNoncontigSrc);
+  if (is_expanded(index)) s.bump(kExpandedIndex);
+  if (src != nullptr && is_expanded(*src)) s.bump(kExpandedSrc);
+  if (!plan.elems.fits_int32) s.bump(kInt64Offsets);
+}
+
+// The value scalar in self's dtype, with ATen's conversion (Scalar::to, which raises
+// "value cannot be converted to type ... without overflow" like ATen's fill kernels).
+void store_value(const c10::Scalar& v, c10::ScalarType st, ScatterArgs* a) {
+  AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND3(
+      at::ScalarType::Bool, at::ScalarType::Half, at::ScalarType::BFloat16, st, "scatter", [&] {
+        const scalar_t x = v.to<scalar_t>();
+        static_assert(sizeof(x) <= sizeof(a->value), "value buffer too small");
+        std::memcpy(a->value, &x, sizeof(x));
+      });
+  a->has_value = true;
+}
+
+}  // namespace
+
+bool scatter_prepare(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                     const ScatterRequest& req, ScatterForm form, at::Tensor& out,
+                     ScatterCall* call) {
+  OpStats& stats = scatter_op_stats(req.op);
+  const bool deterministic = at::globalContext().deterministicAlgorithms();
+  if (deterministic) stats.bump(kDeterministic);
+  const char* name = scatter_op_name(req.op);
+
+  // ---- ATen's meta function (scatter_meta_impl) and the structured wrapper's set_output.
+  if (req.op == OpCode::kScatter && req.src != nullptr && req.reduce.has_value()) {
+    TORCH_WARN_ONCE(
+        "The reduce argument of torch.scatter with Tensor src is deprecated and will be removed ",
+        "in a future PyTorch release. Use torch.scatter_reduce instead for more reduction "
+        "options.");
+  }
+  const int64_t wrapped = at::maybe_wrap_dim(dim, self.dim());
+  const std::optional<at::Tensor> src_opt =
+      req.src != nullptr ? std::optional<at::Tensor>(*req.src) : std::nullopt;
+  at::native::scatter_gather_dtype_check("scatter", self, index, src_opt);
+  at::native::scatter_shape_check(self, wrapped, index, src_opt);
+  if (form != ScatterForm::kFunctional) {
+    at::assert_no_internal_overlap(out);
+    at::assert_no_overlap(out, index);
+    if (req.src != nullptr) at::assert_no_overlap(out, *req.src);
+  }
+  if (form == ScatterForm::kOut) {
+    TORCH_CHECK(out.dtype() == self.dtype(), "Expected out tensor to have dtype ", self.dtype(),
+                ", but got ", out.dtype(), " instead");
+    TORCH_CHECK(out.device() == self.device(), "Expected out tensor to have device ", self.device(),
+                ", but got ", out.device(), " instead");
+    at::native::resize_output(out, self.sizes());
+  } else if (form == ScatterForm::kFunctional) {
+    out = at::empty(self.sizes(), self.options());
+  }
+  Combine combine = req.op == OpCode::kScatterAdd ? Combine::kAdd : Combine::kCopy;
+  if (req.reduce.has_value()) {
+    combine =
+        to_combine(at::native::get_operator_enum(*req.reduce, req.op == OpCode::kScatterReduce));
+  }
+
+  // ---- ATen's impl: out.copy_(self) first (its TensorIterator rejects a partial overlap).
+  const bool same = form == ScatterForm::kInPlace || out.is_same(self);
+  if (!same) at::assert_no_partial_overlap(out, self);
+
+  DType dt = DType::kFloat32;
+  const bool core_ok = to_dtype(self.scalar_type(), &dt) && scatter_supports(dt, combine) &&
+                       core_matches_aten(self.is_cuda(), deterministic, self.scalar_type(), dt,
+                                         combine, req.value != nullptr) &&
+                       rank_ok(self) && rank_ok(index) && (!req.src || rank_ok(*req.src));
+  if (!core_ok) {
+    scatter_fallback(self, dim, index, req, out);
+    return false;
+  }
+  if (index.numel() == 0) {
+    if (!same) out.copy_(self);  // ATen's result: self's values, nothing scattered
+    return false;
+  }
+
+  // ---- The core's call. It copies self into out itself, after every index value passed.
+  ScatterArgs& a = call->args;
+  a.out = to_view(out, name, "out", /*writable=*/true);
+  a.self = same ? a.out : to_view(self, name, "self");
+  a.index = to_view(index, name, "index");
+  if (req.src != nullptr) {
+    a.src = to_view(*req.src, name, "src");
+  } else {
+    store_value(*req.value, self.scalar_type(), &a);
+  }
+  // ATen treats rank 0 as rank 1 in the shape checks (a 0-dim operand may meet a 1-dim one).
+  promote_scalar(&a.out);
+  promote_scalar(&a.self);
+  promote_scalar(&a.index);
+  if (!a.has_value) promote_scalar(&a.src);
+  a.dim = wrapped;
+  a.desc = scatter_desc(req.op, combine, req.include_self);
+  a.deterministic = deterministic;
+
+  ErrorDetail err;
+  const Status st = plan_scatter(a, &call->plan, &err);
+  if (st == Status::kUnsupported) {
+    scatter_fallback(self, dim, index, req, out);
+    return false;
+  }
+  if (st != Status::kOk) throw_status(name, self.is_cuda() ? "cuda" : "cpu", st, err);
+  count_layouts(stats, self, index, req.src, out, call->plan);
+  return true;
+}
+
+namespace {
+
+// ATen's structured kernel class with the one output it asks for; only impl() is called.
+template <class Structured>
+struct AtenImpl final : Structured {
+  explicit AtenImpl(const at::Tensor& out) : out_(out) {}
+  const at::Tensor& maybe_get_output(int64_t /*output_idx*/) override { return out_; }
+  const at::Tensor& out_;
+};
+
+}  // namespace
+
+void scatter_fallback(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                      const ScatterRequest& req, const at::Tensor& out) {
+  scatter_op_stats(req.op).bump(kFallback);
+  namespace n = at::native;
+  switch (req.op) {
+    case OpCode::kScatterAdd:
+      AtenImpl<n::structured_scatter_add>(out).impl(self, dim, index, *req.src, out);
+      return;
+    case OpCode::kScatterReduce:
+      AtenImpl<n::structured_scatter_reduce_two>(out).impl(self, dim, index, *req.src, *req.reduce,
+                                                           req.include_self, out);
+      return;
+    default:
+      break;
+  }
+  if (req.src != nullptr && req.reduce.has_value()) {
+    AtenImpl<n::structured_scatter_reduce_out>(out).impl(self, dim, index, *req.src, *req.reduce,
+                                                         out);
+  } else if (req.src != nullptr) {
+    AtenImpl<n::structured_scatter_src_out>(out).impl(self, dim, index, *req.src, out);
+  } else if (req.reduce.has_value()) {
+    AtenImpl<n::structured_scatter_value_reduce_out>(out).impl(self, dim, index, *req.value,
+                                                               *req.reduce, out);
+  } else {
+    AtenImpl<n::structured_scatter_value_out>(out).impl(self, dim, index, *req.value, out);
+  }
+}
+
+namespace {
+
+// CPU: nothing to check or guard (the dispatcher only sends all-CPU calls here).
+struct CpuBackend {
+  static constexpr Counter kDevice = kCpu;
+  CpuBackend(const char* /*wrapper*/, const at::Tensor* /*out*/, const at::Tensor& /*self*/,
+             const at::Tensor& /*index*/, const at::Tensor* /*src*/) {}
+  void begin() {}
+  Status run(const ScatterCall& call, ErrorDetail* err) {
+    return scatter_cpu(call.args, call.plan, torch_cpu_executor(), err);
+  }
+  [[noreturn]] void raise(OpCode op, Status st, const ErrorDetail& err) {
+    throw_status(scatter_op_name(op), "cpu", st, err);
+  }
+};
+
+using CpuScatter = ScatterOverloads<CpuBackend>;
+
+[[maybe_unused]] const int kCpuScatter = add_override(
+    {"scatter", c10::DispatchKey::CPU, &CpuScatter::install_scatter, __FILE__, __LINE__});
+[[maybe_unused]] const int kCpuScatterAdd = add_override(
+    {"scatter_add", c10::DispatchKey::CPU, &CpuScatter::install_scatter_add, __FILE__, __LINE__});
+[[maybe_unused]] const int kCpuScatterReduce =
+    add_override({"scatter_reduce", c10::DispatchKey::CPU, &CpuScatter::install_scatter_reduce,
+                  __FILE__, __LINE__});
+
+}  // namespace
+}  // namespace stridewise::adapter
