@@ -12,6 +12,9 @@ for exactly one planted fault, and misbehave the way a real kernel would:
   out_strides     out= is written as if contiguous (its strides are ignored)
   neg_nowrap      negative indices are not wrapped (take): memory before self is read
   skip_oob        out-of-range indices are silently skipped (no error)
+  early_write     out-of-range indices are raised only after the valid positions were written:
+                  the error is ATen's, but an in-place self / out= is left half-updated (a
+                  kernel that validates while it writes; the contract says nothing is written)
   deferred        out-of-range indices are skipped and reported later, like stridewise's
                   deferred CUDA check mode: by the next call of a planted kernel, or by
                   check_errors() (the audit's --flush 'tests/planted_backend:check_errors')
@@ -37,8 +40,8 @@ import torch
 
 from . import _engine as E
 
-KINDS = ("flat_index", "offset_ignored", "out_strides", "neg_nowrap", "skip_oob", "deferred", "overflow32",
-         "truncate32", "rank_limit", "writes_input", "out_ignored", "lossy_accum", "none")
+KINDS = ("flat_index", "offset_ignored", "out_strides", "neg_nowrap", "skip_oob", "early_write", "deferred",
+         "overflow32", "truncate32", "rank_limit", "writes_input", "out_ignored", "lossy_accum", "none")
 OPS = ("gather", "scatter_add", "index_select", "take")
 _lib = None
 _kind = None
@@ -51,6 +54,7 @@ def enable(kind: str = "flat_index", ops=None):
         raise ValueError(f"unknown planted fault {kind!r}; known: {', '.join(KINDS)}")
     disable()
     E.PENDING = None
+    E.EARLY = None
     ops = tuple(ops or OPS) if not isinstance(ops, str) else (ops,)
     E.FAULT = kind
     lib = torch.library.Library("aten", "IMPL")

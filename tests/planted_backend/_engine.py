@@ -12,6 +12,7 @@ import torch
 
 FAULT = "none"
 PENDING = None  # deferred: the first bad index seen since the last report (message)
+EARLY = None  # early_write: the bad index of the chunk being written, raised once it is written
 MAX_RANK = 5  # rank_limit: dims >= MAX_RANK are not walked
 CHUNK = 1 << 22
 
@@ -141,8 +142,9 @@ def _no_overlap(t: torch.Tensor, what="out"):
 
 
 def _bad(v, n, op, dim, wrap=False):
-    """(values after wrapping, mask of valid positions); raises unless skip_oob or deferred."""
-    global PENDING
+    """(values after wrapping, mask of valid positions); raises unless skip_oob, deferred or
+    early_write (which raises after the valid positions are written: raise_early)."""
+    global PENDING, EARLY
     if FAULT == "truncate32":  # int32 index math: cast before the bounds check, use the result
         v = _wrap32(v)  # (int32)v: 2**32+1 becomes 1 and passes the check
     if wrap and FAULT != "neg_nowrap":
@@ -150,7 +152,10 @@ def _bad(v, n, op, dim, wrap=False):
     lo = -n if (wrap and FAULT == "neg_nowrap") else 0
     ok = (v >= lo) & (v < n)
     if not bool(ok.all()):
-        if FAULT in ("skip_oob", "deferred"):
+        if FAULT in ("skip_oob", "deferred", "early_write"):
+            if FAULT == "early_write":
+                EARLY = (f"{op}(): index {int(v[~ok][0])} is out of bounds for dimension {dim} "
+                         f"with size {n} (planted backend, raised after writing)")
             if FAULT == "deferred" and PENDING is None:
                 PENDING = (f"{op}(): index {int(v[~ok][0])} is out of bounds for dimension {dim} "
                            f"with size {n} (planted backend, reported later)")
@@ -159,6 +164,14 @@ def _bad(v, n, op, dim, wrap=False):
         raise IndexError(f"{op}(): index {bad} is out of bounds for dimension {dim} with size {n} "
                          "(planted backend)")
     return v, None
+
+
+def raise_early():
+    """early_write: the valid positions of the chunk are written; now raise its bad index."""
+    global EARLY
+    msg, EARLY = EARLY, None
+    if msg:
+        raise IndexError(msg)
 
 
 def raise_pending():
@@ -239,6 +252,7 @@ def _gather_into(self, dim, index, out):
         if ok is not None:
             soff, ooff = soff[ok], ooff[ok]
         write(out, ooff, read(self, soff))
+        raise_early()
     return out
 
 
@@ -266,6 +280,7 @@ def _scatter_add_into(target, dim, index, src):
         if FAULT == "lossy_accum" and (vals.is_floating_point() or vals.is_complex()):
             vals = vals.to(torch.complex64 if vals.is_complex() else torch.bfloat16).to(src.dtype)
         write(target, toff, vals, accumulate=True)
+        raise_early()
     return target
 
 
@@ -322,6 +337,7 @@ def _index_select_into(self, dim, index, out):
         if ok is not None:
             soff, ooff = soff[ok], ooff[ok]
         write(out, ooff, read(self, soff))
+        raise_early()
     return out
 
 
@@ -364,6 +380,7 @@ def _take_into(self, index, out):
         if ok is not None:
             soff, ooff = soff[ok], ooff[ok]
         write(out, ooff, read(self, soff))
+        raise_early()
     return out
 
 
