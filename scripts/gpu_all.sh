@@ -7,8 +7,9 @@
 # tarball of them plus the summary to $OUT (the device tool returns at most 8 files).
 #
 #   scripts/gpu_all.sh [phase ...]    (no phase = all, in the order below)
-#   phases: toolchain build bench ctest demo diag pytest sanitize racecheck audit altbuild triage
-#           buildlib hostbench benchvar ncu   (not in the default list: buildlib builds only
+#   phases: toolchain build bench benchscatter ctest demo diag pytest sanitize racecheck audit
+#           altbuild triage
+#           buildlib hostbench benchvar ncu ncuscatter   (not in the default list: buildlib builds only
 #           the library, for a benchmark-only run; the others profile)
 #
 # Contract: a failed build stops the run (later phases are listed as not run, and nothing
@@ -19,8 +20,9 @@
 # Environment: OUT (default ./out), PYTEST_ARGS (default: every test file but the audit's,
 # which run after, in parallel), BENCH_ARGS, BENCHVAR_ARGS and BENCHVAR_KERNELS (benchvar:
 # the benchmark with each forced kernel), NCU_ARGS (ncu: bench/ncu_gather.py's arguments),
-# AUDIT_MATRIX (default quick), STRIDEWISE_COMPARE (sw-compare for the dump tests; default
-# the one built in build-gpu).
+# AUDIT_MATRIX (default quick), AUDIT_OPS, AUDIT_ARGS, BENCH_SCATTER_ARGS, CTEST_ARGS,
+# PYTEST_AUDIT=0 (skip the audit's test files), SANITIZE_FILTER/FILES/K, NCU_SCATTER_ARGS,
+# STRIDEWISE_COMPARE (sw-compare for the dump tests; default the one built in build-gpu).
 {  # read the whole script before running it: the tool re-copies the tree between calls
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +31,7 @@ OUT=${OUT:-$ROOT/out}
 LOG=$ROOT/build-gpu/logs
 mkdir -p "$OUT" "$LOG"
 export PYTHONPATH=$ROOT/python PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-ALL="toolchain build bench ctest demo diag pytest sanitize racecheck audit"
+ALL="toolchain build bench benchscatter ctest demo diag pytest sanitize racecheck audit"
 PHASES=${*:-$ALL}
 SUMMARY=$LOG/summary.txt
 : >"$SUMMARY"
@@ -43,7 +45,7 @@ stop=""
 note() { echo "$*" | tee -a "$SUMMARY"; }
 pack() {  # logs + summary to $OUT after every phase: a call cut off still returns them
   cp -f "$SUMMARY" "$OUT"/ 2>/dev/null
-  cp -f "$LOG"/bench_gather.md "$LOG"/ncu_gather.md "$OUT"/ 2>/dev/null
+  cp -f "$LOG"/bench_gather.md "$LOG"/bench_scatter.md "$LOG"/ncu_gather.md "$OUT"/ 2>/dev/null
   tar -czf "$OUT/logs.tar.gz" -C "$ROOT/build-gpu" logs 2>/dev/null
 }
 run_phase() {  # run_phase NAME LIMIT_S CMD...: log to $LOG/NAME.log, record rc and duration
@@ -115,21 +117,25 @@ phase_altbuild() {  # the image's defaults: CXX=/opt/gcc/bin/g++ (no shared libs
 }
 
 phase_sanitize() {  # memcheck over every CUDA test file; the caching allocator would hide OOB
+  # SANITIZE_FILTER / SANITIZE_FILES / SANITIZE_K narrow it when device time is short.
   export PYTORCH_NO_CUDA_MEMORY_CACHING=1
   local ms=(compute-sanitizer --tool memcheck --error-exitcode 99 --print-limit 20)
   local rc=0
   # Guard/death tests fault on purpose (in a child process); SixtyFourBit maps 4 GiB.
-  "${ms[@]}" "$CUDA_TESTS" --gtest_filter='-*DeathTest*:*Guard*:*SixtyFourBit*:GatherEmulated.*' || rc=1
-  "${ms[@]}" "$PY" -m pytest -q -p no:cacheprovider -x -k cuda \
-    tests/test_gather_layouts.py tests/test_gather_cuda_errors.py tests/test_gather_out.py \
-    tests/test_gather_errors.py tests/test_gather_backward.py tests/test_gather_routing.py \
-    tests/test_gather_guarded.py tests/test_e2e_models.py tests/test_dump_e2e.py || rc=1
+  "${ms[@]}" "$CUDA_TESTS" \
+    --gtest_filter="${SANITIZE_FILTER:--*DeathTest*:*Guard*:*SixtyFourBit*:*Emulated.*}" || rc=1
+  local files=${SANITIZE_FILES:-"tests/test_gather_layouts.py tests/test_gather_cuda_errors.py
+    tests/test_gather_out.py tests/test_gather_errors.py tests/test_gather_backward.py
+    tests/test_gather_routing.py tests/test_gather_guarded.py tests/test_e2e_models.py
+    tests/test_dump_e2e.py tests/test_scatter_contract.py tests/test_scatter_backward.py
+    tests/test_scatter_aten_bugs.py tests/test_e2e_scatter.py"}
+  # shellcheck disable=SC2086 # a list of files
+  "${ms[@]}" "$PY" -m pytest -q -p no:cacheprovider -x -k "${SANITIZE_K:-cuda}" $files || rc=1
   return $rc
 }
-
 phase_racecheck() {  # shared memory: the tile kernel's buffer, the bad-index report's claim
   compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 99 "$CUDA_TESTS" \
-    --gtest_filter='CudaErrors.*:GatherCuda.SeedCase:GatherCuda.RowsPathShapesAndUnits:GatherTile.*'
+    --gtest_filter='CudaErrors.*:GatherCuda.SeedCase:GatherCuda.RowsPathShapesAndUnits:GatherTile.*:ScatterCuda.*'
 }
 
 phase_hostbench() {  # where a launch-bound call's host time goes: the core, then torch's side
@@ -151,11 +157,17 @@ phase_ncu() {  # Nsight Compute counters, ATen's kernel beside ours (and forced 
   "$PY" bench/ncu_gather.py --md "$LOG/ncu_gather.md" ${NCU_ARGS:-}
 }
 
-phase_audit() {  # stridewise's CUDA gather under guard pages, in both check modes
+phase_ncuscatter() {  # Nsight Compute: ATen's scatter kernel beside ours (validate, accumulate)
+  ncu --clock-control none --launch-count "${NCU_SCATTER_LAUNCHES:-6}" -k 'regex:scatter' \
+    "$PY" bench/bench_scatter.py --quick --reps 1 --det-min-lines 1000000000 \
+    ${NCU_SCATTER_ARGS:---cases moe_add --dtypes float32}
+}
+phase_audit() {  # stridewise's CUDA gather and scatter family under guard pages, both check modes
   # Deferred mode reports a bad index after the call; --flush runs stridewise.check_errors(True)
   # after every call so the audit attributes each report to the call that caused it.
-  local rc=0 common=(--device cuda --backend stridewise --ops gather --guard
-    --matrix "${AUDIT_MATRIX:-quick}")
+  local rc=0 common=(--device cuda --backend stridewise --guard
+    --ops "${AUDIT_OPS:-gather,scatter.src,scatter.value,scatter.reduce,scatter.value_reduce,scatter_add,scatter_reduce,take_along_dim}"
+    --matrix "${AUDIT_MATRIX:-quick}" ${AUDIT_ARGS:-})
   STRIDEWISE_CUDA_CHECK=sync "$PY" -m stridewise audit "${common[@]}" \
     --json "$LOG/audit_sw_sync.json" --repro-dir "$LOG/repro_sync" || rc=1
   STRIDEWISE_CUDA_CHECK=deferred "$PY" -m stridewise audit "${common[@]}" \
@@ -168,6 +180,7 @@ phase_pytest() {  # the whole suite; the audit files in 4 processes (each audit 
   local rc=0
   "$PY" -m pytest -q -rfEs -p no:cacheprovider --timeout=300 --durations=15 \
     --ignore=tests/test_audit.py --ignore=tests/test_audit_triage.py ${PYTEST_ARGS:-tests} || rc=1
+  [[ ${PYTEST_AUDIT:-1} == 0 ]] && return $rc  # the audit's own files skipped (device time)
   "$PY" -m pytest -q -rfEs -p no:cacheprovider --timeout=600 --durations=15 -n 4 \
     tests/test_audit.py tests/test_audit_triage.py || rc=1
   return $rc
@@ -175,7 +188,7 @@ phase_pytest() {  # the whole suite; the audit files in 4 processes (each audit 
 
 # The phases run under `timeout` in a child bash, which sees them (and their settings) exported.
 export ROOT PY LOG CUDA_TESTS PYTEST_ARGS=${PYTEST_ARGS:-}
-export -f phase_toolchain phase_build phase_buildlib phase_altbuild phase_sanitize phase_racecheck phase_audit phase_pytest \
+export -f phase_toolchain phase_build phase_buildlib phase_altbuild phase_sanitize phase_racecheck phase_audit phase_ncuscatter phase_pytest \
   phase_hostbench phase_benchvar phase_ncu
 
 note "date: $(date -u +%FT%TZ)"
@@ -200,7 +213,8 @@ for phase in $PHASES; do
       rm -f python/stridewise/_lib/libstridewise_torch.so
       run_phase buildlib 600 bash -c phase_buildlib || stop="build failed" ;;
     bench) run_phase bench 300 "$PY" bench/bench_gather.py ${BENCH_ARGS:-} ;;
-    ctest) run_phase ctest 300 ctest --test-dir build-gpu --output-on-failure ;;
+    benchscatter) run_phase benchscatter 400 "$PY" bench/bench_scatter.py ${BENCH_SCATTER_ARGS:-} ;;
+    ctest) run_phase ctest 300 ctest --test-dir build-gpu --output-on-failure ${CTEST_ARGS:-} ;;
     demo) run_phase demo 120 "$PY" -m stridewise demo --device cuda ;;
     diag) run_phase diag 120 "$PY" scripts/diag_bad_index.py ;;
     pytest) run_phase pytest 900 bash -c phase_pytest ;;
@@ -215,6 +229,7 @@ for phase in $PHASES; do
     hostbench) run_phase hostbench 180 bash -c phase_hostbench ;;
     benchvar) run_phase benchvar 400 bash -c phase_benchvar ;;
     ncu) run_phase ncu 500 bash -c phase_ncu ;;
+    ncuscatter) run_phase ncuscatter 300 bash -c phase_ncuscatter ;;
     *) note "$(printf '%-10s unknown phase' "$phase")"; failed=1 ;;
   esac
 done
