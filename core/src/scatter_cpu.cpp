@@ -1,12 +1,16 @@
 // The scatter family on the CPU; see scatter.h for the contract.
 //
 // Three passes over the shared LoopPlans, each split into chunks by the CpuExecutor:
-//  1. validate: every index value, in plan_scatter's `elems` order. The first bad one (the
-//     minimum position over chunks, as in gather_cpu.cpp) is reported and nothing is written.
+//  1. validate: every element of the index's storage that the view reaches (a stride-0 dim is
+//     read once, not once per position), in the index's own memory order. The first bad one
+//     (the minimum position over chunks, as in gather_cpu.cpp) is reported and nothing is
+//     written. ErrorDetail::position counts in that order.
 //  2. copy self -> out (out-of-place forms), per element size.
 //  3. scatter: parallel over lines (every coordinate but dim fixed: distinct lines never
 //     share an out position), each line walked in index order along dim. So duplicates
-//     combine in index order and the last copy wins, whatever the thread count.
+//     combine in index order and the last copy wins, whatever the thread count. When every
+//     line shares one index sequence (PyG's and MoE's expanded index, a 1-D index), the
+//     segment path (scatter_cpu_segments.cpp) gives the same result target by target.
 // Copy moves bytes (per element size). Accumulating combines use scatter_cpu_types.h; where
 // the element type is float16/bfloat16, or the combine needs a count (mean) or a first-touch
 // rule (include_self = false), a line accumulates into per-chunk scratch of out_dim_size
@@ -18,108 +22,25 @@
 #include <limits>
 #include <vector>
 
-#include "scatter_cpu_types.h"
+#include "scatter_cpu_walk.h"
 #include "stridewise/scatter.h"
 
 namespace stridewise {
+namespace cpu_scatter {
 namespace {
-
-using namespace scatter_types;
-
-constexpr int64_t kGrain = 32768;  // elements per chunk, as gather_cpu.cpp
-constexpr int64_t kNoError = std::numeric_limits<int64_t>::max();
-
-// A LoopPlan in bytes, walked row by row (row = planned dim 0).
-template <int N>
-struct Walk {
-  int rank = 1;
-  int64_t sizes[kMaxRank] = {};
-  int64_t b[N][kMaxRank] = {};
-  char* base[N] = {};
-
-  Walk(const LoopPlan<N>& L, const int64_t (&unit)[N], char* const (&ptr)[N]) {
-    rank = L.rank > 0 ? L.rank : 1;
-    for (int d = 0; d < rank; ++d) {
-      sizes[d] = L.rank > 0 ? L.sizes[d] : 1;
-      for (int k = 0; k < N; ++k) b[k][d] = L.rank > 0 ? L.strides[k][d] * unit[k] : 0;
-    }
-    for (int k = 0; k < N; ++k) base[k] = ptr[k];
-  }
-
-  // Calls row(p, pos, n) for each row piece of [begin, end): p[k] is operand k's address of
-  // position `pos`, n elements follow along dim 0. Stops when row returns false.
-  template <typename F>
-  void rows(int64_t begin, int64_t end, F&& row) const {
-    int64_t coord[kMaxRank];
-    char* p[N];
-    for (int k = 0; k < N; ++k) p[k] = base[k];
-    int64_t rest = begin;
-    for (int d = 0; d < rank; ++d) {
-      coord[d] = rest % sizes[d];
-      rest /= sizes[d];
-      for (int k = 0; k < N; ++k) p[k] += coord[d] * b[k][d];
-    }
-    int64_t pos = begin;
-    for (;;) {
-      const int64_t n = std::min(sizes[0] - coord[0], end - pos);
-      if (!row(p, pos, n)) return;
-      pos += n;
-      if (pos >= end) return;
-      for (int k = 0; k < N; ++k) p[k] -= coord[0] * b[k][0];
-      coord[0] = 0;
-      for (int d = 1; d < rank; ++d) {
-        for (int k = 0; k < N; ++k) p[k] += b[k][d];
-        if (++coord[d] < sizes[d]) break;
-        for (int k = 0; k < N; ++k) p[k] -= sizes[d] * b[k][d];
-        coord[d] = 0;
-      }
-    }
-  }
-};
-
-template <typename T>
-T load(const char* p) {
-  T v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-template <typename T>
-void store(char* p, const T& v) {
-  std::memcpy(p, &v, sizeof v);
-}
-
-int64_t load_index(const char* p, bool i64) {
-  return i64 ? load<int64_t>(p) : static_cast<int64_t>(load<int32_t>(p));
-}
-
-void publish_min(std::atomic<int64_t>& word, int64_t pos) {
-  int64_t cur = word.load(std::memory_order_relaxed);
-  while (pos < cur && !word.compare_exchange_weak(cur, pos, std::memory_order_relaxed)) {
-  }
-}
-
-struct Job {
-  const ScatterArgs* args;
-  const ScatterPlan* plan;
-  bool i64 = true;
-  int esize = 0;
-  std::atomic<int64_t> first_bad{kNoError};
-};
 
 // ---- pass 1: validation -----------------------------------------------------------------
 
 void validate_range(void* ctx, int64_t begin, int64_t end) {
   Job& j = *static_cast<Job*>(ctx);
-  const ScatterPlan& pl = *j.plan;
-  const int64_t unit[3] = {0, j.i64 ? 8 : 4, 0};
-  char* const ptr[3] = {nullptr, static_cast<char*>(j.args->index.data), nullptr};
-  const Walk<3> w(pl.elems, unit, ptr);
-  const int64_t size = pl.out_dim_size;
+  const int64_t unit[1] = {j.i64 ? 8 : 4};
+  char* const ptr[1] = {static_cast<char*>(j.args->index.data)};
+  const Walk<1> w(*j.index_plan, unit, ptr);
+  const int64_t size = j.plan->out_dim_size;
   w.rows(begin, end, [&](char* const* p, int64_t pos, int64_t n) {
     if (j.first_bad.load(std::memory_order_relaxed) < pos) return false;
-    const char* ip = p[kScatterIndex];
-    const int64_t step = w.b[kScatterIndex][0];
+    const char* ip = p[0];
+    const int64_t step = w.b[0][0];
     for (int64_t i = 0; i < n; ++i, ip += step) {
       const int64_t v = load_index(ip, j.i64);
       if (v < 0 || v >= size) {
@@ -129,6 +50,15 @@ void validate_range(void* ctx, int64_t begin, int64_t end) {
     }
     return true;
   });
+}
+
+// The index's distinct elements: its stride-0 dims (an expanded index) are walked once.
+LoopPlan<1> index_elements(const StridedView& index) {
+  int64_t sizes[kMaxRank] = {};
+  for (int d = 0; d < index.rank; ++d)
+    sizes[d] = index.strides[d] == 0 && index.sizes[d] > 0 ? 1 : index.sizes[d];
+  const int64_t* strides[1] = {index.strides};
+  return plan_loop<1>(index.rank, sizes, strides);
 }
 
 // ---- pass 2: self -> out ------------------------------------------------------------------
@@ -338,6 +268,9 @@ RangeFn pick_scatter(const ScatterArgs& a) {
 }
 
 }  // namespace
+}  // namespace cpu_scatter
+
+using namespace cpu_scatter;
 
 Status scatter_cpu(const ScatterArgs& args, const CpuExecutor& exec, ErrorDetail* err) {
   ScatterPlan plan;
@@ -364,13 +297,15 @@ Status scatter_cpu(const ScatterArgs& args, const ScatterPlan& plan, const CpuEx
   job.esize = esize;
 
   if (plan.elems.numel > 0) {
-    ex.parallel_for(ex.self, plan.elems.numel, kGrain, &validate_range, &job);
+    const LoopPlan<1> index_plan = index_elements(args.index);
+    job.index_plan = &index_plan;
+    ex.parallel_for(ex.self, index_plan.numel, kGrain, &validate_range, &job);
     const int64_t bad = job.first_bad.load();
     if (bad != kNoError) {
       if (err) {
         const int is = job.i64 ? 8 : 4;
-        const char* p = static_cast<const char*>(args.index.data) +
-                        plan_offset(plan.elems, kScatterIndex, bad) * is;
+        const char* p =
+            static_cast<const char*>(args.index.data) + plan_offset(index_plan, 0, bad) * is;
         *err = ErrorDetail{};
         err->status = Status::kIndexOutOfRange;
         err->op = args.desc.op;
@@ -387,8 +322,18 @@ Status scatter_cpu(const ScatterArgs& args, const ScatterPlan& plan, const CpuEx
   if (!plan.in_place && plan.copy.numel > 0)
     ex.parallel_for(ex.self, plan.copy.numel, kGrain, copy_fn, &job);
   if (plan.lines.numel > 0 && plan.line_len > 0) {
-    const int64_t grain = std::max<int64_t>(1, kGrain / plan.line_len);
-    ex.parallel_for(ex.self, plan.lines.numel, grain, scatter_fn, &job);
+    Segments seg;
+    const RangeFn seg_fn = pick_segment_kernel(args);
+    if (seg_fn != nullptr && build_segments(job, &seg)) {
+      job.segments = &seg;
+      const int64_t lines = static_cast<int64_t>(seg.out_off.size());
+      const int64_t per_target = std::max<int64_t>(1, lines * plan.line_len / plan.out_dim_size);
+      ex.parallel_for(ex.self, plan.out_dim_size, std::max<int64_t>(1, kGrain / per_target), seg_fn,
+                      &job);
+    } else {
+      const int64_t grain = std::max<int64_t>(1, kGrain / plan.line_len);
+      ex.parallel_for(ex.self, plan.lines.numel, grain, scatter_fn, &job);
+    }
   }
   if (err) *err = ErrorDetail{};
   return Status::kOk;

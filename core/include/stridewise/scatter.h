@@ -20,7 +20,8 @@
 // Bad index values (v < 0 or v >= self.sizes[dim]) are never used to address memory, and a
 // call that meets one writes nothing at all: out (and so an in-place self) keeps every bit.
 //  - CPU: every index value is checked before anything is written; returns kIndexOutOfRange
-//    with the first offending element in index order (ATen's message).
+//    with the first offending element of the index's distinct elements (stride-0 dims read
+//    once) in the index's memory order, which ErrorDetail::position counts (ATen's message).
 //  - CUDA: a validation pass records the first offending value (cuda_errors.h) and raises a
 //    per-call abort word on the device; every later kernel of the call reads the word and
 //    writes nothing. No host synchronization.

@@ -1,0 +1,184 @@
+// The CPU scatter's segment path (scatter_cpu_walk.h): for an index every line shares, the
+// index values are counting-sorted by target once (stable), and threads split the targets.
+// For one target, the positions aimed at it are combined in index order, each across all
+// lines at once: with an expanded index the lines are out's and src's contiguous rows, so a
+// position reads one src row and a target writes one out row (the line walk reads columns).
+// Per line the combination order is the line walk's, so results are bitwise the same.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "scatter_cpu_walk.h"
+
+namespace stridewise {
+namespace cpu_scatter {
+namespace {
+
+// Above these the sort's tables or the per-line offsets would cost more memory than they save.
+constexpr int64_t kMaxLines = int64_t(1) << 22;
+constexpr int64_t kTargetSlack = int64_t(1) << 22;
+
+bool index_shared(const ScatterArgs& a) {
+  for (int d = 0; d < a.index.rank; ++d)
+    if (d != a.dim && a.index.sizes[d] > 1 && a.index.strides[d] != 0) return false;
+  return true;
+}
+
+template <int E>
+void segment_copy_range(void* ctx, int64_t begin, int64_t end) {
+  const Job& j = *static_cast<const Job*>(ctx);
+  const Segments& s = *j.segments;
+  const ScatterPlan& pl = *j.plan;
+  char* const out = static_cast<char*>(j.args->out.data);
+  const char* const src = j.args->has_value ? reinterpret_cast<const char*>(j.args->value)
+                                            : static_cast<const char*>(j.args->src.data);
+  const int64_t out_b = pl.out_dim_stride * E, src_b = pl.src_dim_stride * E;
+  const size_t lines = s.out_off.size();
+  for (int64_t v = begin; v < end; ++v) {
+    if (s.start[v] == s.start[v + 1]) continue;
+    const char* sp = src + s.order[s.start[v + 1] - 1] * src_b;  // the last writer wins
+    char* op = out + v * out_b;
+    for (size_t l = 0; l < lines; ++l) std::memcpy(op + s.out_off[l], sp + s.src_off[l], E);
+  }
+}
+
+template <typename T, Combine C>
+void segment_acc_range(void* ctx, int64_t begin, int64_t end) {
+  using A = Arith<T>;
+  using Acc = typename A::Acc;
+  const Job& j = *static_cast<const Job*>(ctx);
+  const Segments& s = *j.segments;
+  const ScatterPlan& pl = *j.plan;
+  const bool with_self = j.args->desc.include_self;
+  char* const out = static_cast<char*>(j.args->out.data);
+  const char* const src = j.args->has_value ? reinterpret_cast<const char*>(j.args->value)
+                                            : static_cast<const char*>(j.args->src.data);
+  const int64_t out_b = pl.out_dim_stride * int64_t(sizeof(T));
+  const int64_t src_b = pl.src_dim_stride * int64_t(sizeof(T));
+  const size_t lines = s.out_off.size();
+  std::vector<Acc> acc(lines);
+  for (int64_t v = begin; v < end; ++v) {
+    const int64_t b = s.start[v], e = s.start[v + 1];
+    if (b == e) continue;
+    char* op = out + v * out_b;
+    const char* sp = src + s.order[b] * src_b;
+    for (size_t l = 0; l < lines; ++l) {
+      const Acc x = A::load(load<T>(sp + s.src_off[l]));
+      // As the line walk: self first when included; else a sum starts from ATen's +0.
+      acc[l] = with_self ? combine<T, C>(A::load(load<T>(op + s.out_off[l])), x)
+               : (C == Combine::kAdd || C == Combine::kMean) ? A::add(Acc{}, x)
+                                                             : x;
+    }
+    for (int64_t k = b + 1; k < e; ++k) {
+      sp = src + s.order[k] * src_b;
+      for (size_t l = 0; l < lines; ++l)
+        acc[l] = combine<T, C>(acc[l], A::load(load<T>(sp + s.src_off[l])));
+    }
+    for (size_t l = 0; l < lines; ++l) {
+      if constexpr (C == Combine::kMean)
+        store(op + s.out_off[l], A::mean(acc[l], e - b + (with_self ? 1 : 0)));
+      else
+        store(op + s.out_off[l], A::store(acc[l]));
+    }
+  }
+}
+
+template <int E>
+RangeFn copy_kernel_of() {
+  return &segment_copy_range<E>;
+}
+
+}  // namespace
+
+bool build_segments(const Job& j, Segments* s) {
+  const ScatterArgs& a = *j.args;
+  const ScatterPlan& pl = *j.plan;
+  const int64_t n = pl.line_len, size = pl.out_dim_size, lines = pl.lines.numel;
+  if (a.index.rank == 0 || n < 2 || lines > kMaxLines || size > 16 * n + kTargetSlack ||
+      !index_shared(a))
+    return false;
+
+  // Counting sort of the shared index values by target, stable in index order.
+  s->start.assign(static_cast<size_t>(size + 1), 0);
+  const char* ip = static_cast<const char*>(a.index.data);
+  const int64_t ib = pl.index_dim_stride * (j.i64 ? 8 : 4);
+  std::vector<int64_t> val(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    val[i] = load_index(ip + i * ib, j.i64);
+    ++s->start[val[i] + 1];
+  }
+  for (int64_t v = 0; v < size; ++v) s->start[v + 1] += s->start[v];
+  std::vector<int64_t> next(s->start.begin(), s->start.end() - 1);
+  s->order.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) s->order[next[val[i]]++] = i;
+
+  // Each line's base offsets (out at index value 0, src at step 0), in bytes.
+  const int64_t es = j.esize;
+  const int64_t unit[3] = {es, j.i64 ? 8 : 4, es};
+  char* const out = static_cast<char*>(a.out.data);
+  char* const src = a.has_value ? const_cast<char*>(reinterpret_cast<const char*>(a.value))
+                                : static_cast<char*>(a.src.data);
+  char* const ptr[3] = {out, const_cast<char*>(ip), src};
+  const Walk<3> w(pl.lines, unit, ptr);
+  s->out_off.clear();
+  s->src_off.clear();
+  s->out_off.reserve(static_cast<size_t>(lines));
+  s->src_off.reserve(static_cast<size_t>(lines));
+  w.rows(0, lines, [&](char* const* p, int64_t, int64_t cnt) {
+    for (int64_t r = 0; r < cnt; ++r) {
+      s->out_off.push_back((p[kScatterOut] - out) + r * w.b[kScatterOut][0]);
+      s->src_off.push_back((p[kScatterSrc] - src) + r * w.b[kScatterSrc][0]);
+    }
+    return true;
+  });
+  return true;
+}
+
+RangeFn pick_segment_kernel(const ScatterArgs& a) {
+  if (a.desc.combine == Combine::kCopy) {
+    switch (elem_size(a.out.dtype)) {
+      case 1:
+        return copy_kernel_of<1>();
+      case 2:
+        return copy_kernel_of<2>();
+      case 4:
+        return copy_kernel_of<4>();
+      case 8:
+        return copy_kernel_of<8>();
+      case 16:
+        return copy_kernel_of<16>();
+      default:
+        return nullptr;
+    }
+  }
+  RangeFn fn = nullptr;
+  with_type(a.out.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    constexpr bool cx = std::is_same_v<T, Cx<float>> || std::is_same_v<T, Cx<double>>;
+    switch (a.desc.combine) {
+      case Combine::kAdd:
+        fn = &segment_acc_range<T, Combine::kAdd>;
+        break;
+      case Combine::kMul:
+        fn = &segment_acc_range<T, Combine::kMul>;
+        break;
+      case Combine::kMean:
+        if constexpr (!std::is_same_v<T, Bool>) fn = &segment_acc_range<T, Combine::kMean>;
+        break;
+      case Combine::kMax:
+        if constexpr (!cx) fn = &segment_acc_range<T, Combine::kMax>;
+        break;
+      case Combine::kMin:
+        if constexpr (!cx) fn = &segment_acc_range<T, Combine::kMin>;
+        break;
+      case Combine::kCopy:
+        break;
+    }
+  });
+  return fn;
+}
+
+}  // namespace cpu_scatter
+}  // namespace stridewise
