@@ -3,7 +3,10 @@
 For each case: the layout (shape/stride/offset of self, index and, where given, out), whether
 stridewise's result is bitwise equal to native torch.gather on the same views, and the median
 time of both (CUDA events on cuda, perf_counter on cpu). Then one bad index, raised as a
-catchable error, and the counters. Exits 1 if any result differs from native.
+catchable error; the scatter family on a GNN-style aggregation (index expanded over the feature
+dim, as PyTorch Geometric builds it) against native, and a bad index given to an in-place
+scatter_add_, which raises and leaves self bit for bit as it was; then the counters. Exits 1 if
+any result differs from native or anything was written.
 """
 from __future__ import annotations
 
@@ -155,6 +158,55 @@ def bad_index(device: str) -> bool:
     return False
 
 
+def scatter_family(device: str, seed: int) -> bool:
+    """scatter_add_ / scatter_reduce_ (mean, amax) of edge messages into nodes, as message
+    passing does it, against native; then a bad index in place: ATen's error, nothing lost."""
+    g = torch.Generator().manual_seed(seed)
+    nodes, edges, feat = 512, 4096, 64
+    dst = torch.randint(0, nodes, (edges,), generator=g).to(device)
+    msg = torch.randn(edges, feat, generator=g).to(device)
+    index = dst.view(-1, 1).expand_as(msg)  # stride 0 along the features: PyG's pattern
+    ok = True
+    for name, fn in (
+            ("scatter_add_", lambda o: o.scatter_add_(0, index, msg)),
+            ("scatter_reduce_ mean", lambda o: o.scatter_reduce_(0, index, msg, "mean", include_self=False)),
+            ("scatter_reduce_ amax", lambda o: o.scatter_reduce_(0, index, msg, "amax", include_self=False))):
+        want = fn(torch.zeros(nodes, feat, device=device))
+        with stridewise.use(include=["scatter_add", "scatter_reduce"]):
+            got = fn(torch.zeros(nodes, feat, device=device))
+            t_sw = median_time_us(lambda: fn(torch.zeros(nodes, feat, device=device)), device)
+        t_nat = median_time_us(lambda: fn(torch.zeros(nodes, feat, device=device)), device)
+        err = float((got - want).abs().max())
+        close = err <= 1e-5 * max(1.0, float(want.abs().max()))
+        ok &= close
+        print(f"{name:22s} max |ours - native| = {err:.2e} ({'ok' if close else 'DIFFERS'})  "
+              f"native {t_nat:8.1f} us  stridewise {t_sw:8.1f} us  | msg ({edges}, {feat}) -> ({nodes}, {feat})")
+    x = torch.randn(nodes, feat, generator=g).to(device)
+    before = x.clone()
+    bad = dst.clone()
+    bad[edges // 2] = nodes  # one bad value in the middle: every earlier one is valid
+    try:
+        with stridewise.use(include=["scatter_add"]):
+            x.scatter_add_(0, bad.view(-1, 1).expand_as(msg), msg)
+            if device == "cuda":
+                stridewise.check_errors(sync=True)
+        print(f"in-place scatter_add_ with index {nodes} -> NO ERROR RAISED")
+        return False
+    except RuntimeError as e:
+        kept = bitwise_equal(x, before)
+        native = ""
+        if device == "cpu":  # (on CUDA, ATen's device-side assert would end the process's context)
+            y = before.clone()
+            try:
+                y.scatter_add_(0, bad.view(-1, 1).expand_as(msg), msg)
+            except RuntimeError:
+                pass
+            native = f" (native: self {'unchanged' if bitwise_equal(y, before) else 'partly written'})"
+        print(f"in-place scatter_add_ with index {nodes} -> RuntimeError: {str(e).splitlines()[0]}; "
+              f"self {'unchanged' if kept else 'WRITTEN'}{native}")
+        return ok and kept
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="python3 -m stridewise demo", description=__doc__.split("\n")[0])
     p.add_argument("--device", choices=["cpu", "cuda"],
@@ -175,6 +227,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for case in build_cases(args.device, args.seed):
             failures += not run_case(case, args.device)
         failures += not bad_index(args.device)
+        failures += not scatter_family(args.device, args.seed)
     finally:
         if previous:
             stridewise.enable(previous)
