@@ -44,11 +44,13 @@ void segment_copy_range(void* ctx, int64_t begin, int64_t end) {
   }
 }
 
-template <typename T, Combine C>
-void segment_acc_range(void* ctx, int64_t begin, int64_t end) {
+// Contig: every line's out and src offset is line * sizeof(T) (an expanded index over
+// contiguous rows, the common case), so the loops over lines run over plain arrays and
+// vectorize; otherwise they go through the per-line offset tables.
+template <typename T, Combine C, bool Contig>
+void segment_acc_targets(const Job& j, int64_t begin, int64_t end) {
   using A = Arith<T>;
   using Acc = typename A::Acc;
-  const Job& j = *static_cast<const Job*>(ctx);
   const Segments& s = *j.segments;
   const ScatterPlan& pl = *j.plan;
   const bool with_self = j.args->desc.include_self;
@@ -58,6 +60,8 @@ void segment_acc_range(void* ctx, int64_t begin, int64_t end) {
   const int64_t out_b = pl.out_dim_stride * int64_t(sizeof(T));
   const int64_t src_b = pl.src_dim_stride * int64_t(sizeof(T));
   const size_t lines = s.out_off.size();
+  const auto oo = [&](size_t l) { return Contig ? int64_t(l * sizeof(T)) : s.out_off[l]; };
+  const auto so = [&](size_t l) { return Contig ? int64_t(l * sizeof(T)) : s.src_off[l]; };
   std::vector<Acc> acc(lines);
   for (int64_t v = begin; v < end; ++v) {
     const int64_t b = s.start[v], e = s.start[v + 1];
@@ -65,24 +69,33 @@ void segment_acc_range(void* ctx, int64_t begin, int64_t end) {
     char* op = out + v * out_b;
     const char* sp = src + s.order[b] * src_b;
     for (size_t l = 0; l < lines; ++l) {
-      const Acc x = A::load(load<T>(sp + s.src_off[l]));
+      const Acc x = A::load(load<T>(sp + so(l)));
       // As the line walk: self first when included; else a sum starts from ATen's +0.
-      acc[l] = with_self ? combine<T, C>(A::load(load<T>(op + s.out_off[l])), x)
+      acc[l] = with_self ? combine<T, C>(A::load(load<T>(op + oo(l))), x)
                : (C == Combine::kAdd || C == Combine::kMean) ? A::add(Acc{}, x)
                                                              : x;
     }
     for (int64_t k = b + 1; k < e; ++k) {
       sp = src + s.order[k] * src_b;
       for (size_t l = 0; l < lines; ++l)
-        acc[l] = combine<T, C>(acc[l], A::load(load<T>(sp + s.src_off[l])));
+        acc[l] = combine<T, C>(acc[l], A::load(load<T>(sp + so(l))));
     }
     for (size_t l = 0; l < lines; ++l) {
       if constexpr (C == Combine::kMean)
-        store(op + s.out_off[l], A::mean(acc[l], e - b + (with_self ? 1 : 0)));
+        store(op + oo(l), A::mean(acc[l], e - b + (with_self ? 1 : 0)));
       else
-        store(op + s.out_off[l], A::store(acc[l]));
+        store(op + oo(l), A::store(acc[l]));
     }
   }
+}
+
+template <typename T, Combine C>
+void segment_acc_range(void* ctx, int64_t begin, int64_t end) {
+  const Job& j = *static_cast<const Job*>(ctx);
+  if (j.segments->contiguous)
+    segment_acc_targets<T, C, true>(j, begin, end);
+  else
+    segment_acc_targets<T, C, false>(j, begin, end);
 }
 
 template <int E>
@@ -133,6 +146,9 @@ bool build_segments(const Job& j, Segments* s) {
     }
     return true;
   });
+  s->contiguous = !a.has_value;
+  for (size_t l = 0; l < s->out_off.size() && s->contiguous; ++l)
+    s->contiguous = s->out_off[l] == int64_t(l) * es && s->src_off[l] == int64_t(l) * es;
   return true;
 }
 

@@ -110,6 +110,7 @@ struct Segments {
   std::vector<int64_t> start;  // out_dim_size + 1: target v's positions are order[start[v]..)
   std::vector<int64_t> order;  // line_len positions
   std::vector<int64_t> out_off, src_off;  // per line, bytes
+  bool contiguous = false;  // out_off[l] == src_off[l] == l * element size for every line
 };
 
 // Builds *s when the segment path applies and pays (shared index, line_len >= 2, bounded

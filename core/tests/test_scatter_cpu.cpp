@@ -146,7 +146,7 @@ std::vector<double> reference(const Case& c, const std::vector<double>& start) {
   return acc;
 }
 
-Case random_case(Rng& rng, DType dt, DType it, Combine comb) {
+Case random_case(Rng& rng, DType dt, DType it, Combine comb, bool shared_index = false) {
   Case c;
   const int rank = static_cast<int>(rand_int(rng, 1, 4));
   c.dim = rand_int(rng, 0, rank - 1);
@@ -167,7 +167,15 @@ Case random_case(Rng& rng, DType dt, DType it, Combine comb) {
   c.out = make_random_tensor(rng, dt, ssz, out_opts);
   poison(c.out);
   c.self = make_random_tensor(rng, dt, ssz, in_opts);
-  c.index = make_random_tensor(rng, it, isz, in_opts);
+  if (shared_index) {
+    // One index sequence for every line (PyG's / MoE's expanded index): stride 0 on every
+    // dim but dim, so the CPU takes its segment path; the other operands keep random layouts.
+    std::vector<int64_t> ist(isz.size(), 0);
+    ist[static_cast<size_t>(c.dim)] = rand_int(rng, 1, 2);
+    c.index = make_tensor(it, isz, ist, rand_int(rng, 0, 2));
+  } else {
+    c.index = make_random_tensor(rng, it, isz, in_opts);
+  }
   c.src = make_random_tensor(rng, dt, srcsz, in_opts);
   // Small integers: products and sums stay exact in float16.
   for (TestTensor* t : {&c.self, &c.src, &c.out}) {
@@ -187,8 +195,10 @@ TEST_P(ScatterCpuRandom, MatchesReferenceOnEveryExecutor) {
   const auto [dt, it, comb] = GetParam();
   const uint64_t seed = test_seed();
   Rng rng(seed ^ (static_cast<uint64_t>(dt) << 8) ^ (static_cast<uint64_t>(comb) << 16));
-  for (int trial = 0; trial < 60; ++trial) {
-    Case c = random_case(rng, dt, it, comb);
+  for (int trial = 0; trial < 120; ++trial) {
+    // Every other trial: an index shared by every line (the segment path), whose lines run
+    // through out and src with random strides, in the src and the value form.
+    Case c = random_case(rng, dt, it, comb, /*shared_index=*/trial % 2 == 1);
     const ScatterArgs a = c.args();
     const StridedView& ov = c.out.view;
     const int64_t n = ov.numel();
