@@ -20,17 +20,6 @@
 
 namespace stridewise::adapter {
 
-const char* scatter_op_name(OpCode op) {
-  switch (op) {
-    case OpCode::kScatterAdd:
-      return "scatter_add";
-    case OpCode::kScatterReduce:
-      return "scatter_reduce";
-    default:
-      return "scatter";
-  }
-}
-
 OpStats& scatter_op_stats(OpCode op) {
   static OpStats& scatter = register_op("scatter");
   static OpStats& add = register_op("scatter_add");
@@ -132,7 +121,7 @@ bool scatter_prepare(const at::Tensor& self, int64_t dim, const at::Tensor& inde
   OpStats& stats = scatter_op_stats(req.op);
   const bool deterministic = at::globalContext().deterministicAlgorithms();
   if (deterministic) stats.bump(kDeterministic);
-  const char* name = scatter_op_name(req.op);
+  const char* name = op_name(req.op);
 
   // ---- ATen's meta function (scatter_meta_impl) and the structured wrapper's set_output.
   if (req.op == OpCode::kScatter && req.src != nullptr && req.reduce.has_value()) {
@@ -266,7 +255,7 @@ struct CpuBackend {
     return scatter_cpu(call.args, call.plan, torch_cpu_executor(), err);
   }
   [[noreturn]] void raise(OpCode op, Status st, const ErrorDetail& err) {
-    throw_status(scatter_op_name(op), "cpu", st, err);
+    throw_status(op_name(op), "cpu", st, err);
   }
 };
 

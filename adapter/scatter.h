@@ -31,9 +31,9 @@ struct ScatterRequest {
   bool include_self = true;                // scatter_reduce only
 };
 
-// "scatter", "scatter_add" or "scatter_reduce": the stats entry of `op`.
+// The stats entry of `op` (kScatter, kScatterAdd, kScatterReduce), named as op_name(op) names
+// it: "scatter", "scatter_add", "scatter_reduce".
 OpStats& scatter_op_stats(OpCode op);
-const char* scatter_op_name(OpCode op);
 
 // The plan is made once per call by scatter_prepare and handed to the plan-taking core entry
 // points as-is.

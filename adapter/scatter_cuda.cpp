@@ -41,9 +41,8 @@ struct CudaBackend {
   }
 
   [[noreturn]] void raise(OpCode op, Status st, const ErrorDetail& err) {
-    check_cuda_launch(scatter_op_name(op), st, err);
-    TORCH_CHECK(false, "stridewise.", scatter_op_name(op), " (cuda): unexpected status ",
-                status_name(st));
+    check_cuda_launch(op_name(op), st, err);
+    TORCH_CHECK(false, "stridewise.", op_name(op), " (cuda): unexpected status ", status_name(st));
   }
 
  private:

@@ -104,8 +104,7 @@ void for_line_runs(Job& j, int64_t begin, int64_t end, int64_t esize, F&& run_fn
   const ScatterPlan& pl = *j.plan;
   const ScatterArgs& a = *j.args;
   const int64_t unit[3] = {esize, j.i64 ? 8 : 4, esize};
-  char* const src = a.has_value ? const_cast<char*>(reinterpret_cast<const char*>(a.value))
-                                : static_cast<char*>(a.src.data);
+  char* const src = src_base(a);
   char* const ptr[3] = {static_cast<char*>(a.out.data), static_cast<char*>(a.index.data), src};
   const Walk<3> w(pl.lines, unit, ptr);
   const int64_t b[3] = {w.b[kScatterOut][0], w.b[kScatterIndex][0], w.b[kScatterSrc][0]};
@@ -215,26 +214,11 @@ RangeFn pick_accumulate(const ScatterArgs& a) {
   return &direct_lines_range<T, C>;
 }
 
-template <int E>
-RangeFn pick_copy_lines() {
-  return &copy_lines_range<E>;
-}
-
 RangeFn pick_by_size(int esize, bool copy_pass) {
-  switch (esize) {
-    case 1:
-      return copy_pass ? &copy_range<1> : pick_copy_lines<1>();
-    case 2:
-      return copy_pass ? &copy_range<2> : pick_copy_lines<2>();
-    case 4:
-      return copy_pass ? &copy_range<4> : pick_copy_lines<4>();
-    case 8:
-      return copy_pass ? &copy_range<8> : pick_copy_lines<8>();
-    case 16:
-      return copy_pass ? &copy_range<16> : pick_copy_lines<16>();
-    default:
-      return nullptr;
-  }
+  return by_elem_size(esize, [&](auto e) -> RangeFn {
+    constexpr int E = decltype(e)::value;
+    return copy_pass ? &copy_range<E> : &copy_lines_range<E>;
+  });
 }
 
 RangeFn pick_scatter(const ScatterArgs& a) {

@@ -32,8 +32,7 @@ void segment_copy_range(void* ctx, int64_t begin, int64_t end) {
   const Segments& s = *j.segments;
   const ScatterPlan& pl = *j.plan;
   char* const out = static_cast<char*>(j.args->out.data);
-  const char* const src = j.args->has_value ? reinterpret_cast<const char*>(j.args->value)
-                                            : static_cast<const char*>(j.args->src.data);
+  const char* const src = src_base(*j.args);
   const int64_t out_b = pl.out_dim_stride * E, src_b = pl.src_dim_stride * E;
   const size_t lines = s.out_off.size();
   for (int64_t v = begin; v < end; ++v) {
@@ -55,8 +54,7 @@ void segment_acc_targets(const Job& j, int64_t begin, int64_t end) {
   const ScatterPlan& pl = *j.plan;
   const bool with_self = j.args->desc.include_self;
   char* const out = static_cast<char*>(j.args->out.data);
-  const char* const src = j.args->has_value ? reinterpret_cast<const char*>(j.args->value)
-                                            : static_cast<const char*>(j.args->src.data);
+  const char* const src = src_base(*j.args);
   const int64_t out_b = pl.out_dim_stride * int64_t(sizeof(T));
   const int64_t src_b = pl.src_dim_stride * int64_t(sizeof(T));
   const size_t lines = s.out_off.size();
@@ -98,11 +96,6 @@ void segment_acc_range(void* ctx, int64_t begin, int64_t end) {
     segment_acc_targets<T, C, false>(j, begin, end);
 }
 
-template <int E>
-RangeFn copy_kernel_of() {
-  return &segment_copy_range<E>;
-}
-
 }  // namespace
 
 bool build_segments(const Job& j, Segments* s) {
@@ -131,8 +124,7 @@ bool build_segments(const Job& j, Segments* s) {
   const int64_t es = j.esize;
   const int64_t unit[3] = {es, j.i64 ? 8 : 4, es};
   char* const out = static_cast<char*>(a.out.data);
-  char* const src = a.has_value ? const_cast<char*>(reinterpret_cast<const char*>(a.value))
-                                : static_cast<char*>(a.src.data);
+  char* const src = src_base(a);
   char* const ptr[3] = {out, const_cast<char*>(ip), src};
   const Walk<3> w(pl.lines, unit, ptr);
   s->out_off.clear();
@@ -153,22 +145,9 @@ bool build_segments(const Job& j, Segments* s) {
 }
 
 RangeFn pick_segment_kernel(const ScatterArgs& a) {
-  if (a.desc.combine == Combine::kCopy) {
-    switch (elem_size(a.out.dtype)) {
-      case 1:
-        return copy_kernel_of<1>();
-      case 2:
-        return copy_kernel_of<2>();
-      case 4:
-        return copy_kernel_of<4>();
-      case 8:
-        return copy_kernel_of<8>();
-      case 16:
-        return copy_kernel_of<16>();
-      default:
-        return nullptr;
-    }
-  }
+  if (a.desc.combine == Combine::kCopy)
+    return by_elem_size(elem_size(a.out.dtype),
+                        [](auto e) -> RangeFn { return &segment_copy_range<decltype(e)::value>; });
   RangeFn fn = nullptr;
   with_type(a.out.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;

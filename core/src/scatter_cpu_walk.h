@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "scatter_cpu_types.h"
@@ -87,6 +88,31 @@ inline void publish_min(std::atomic<int64_t>& word, int64_t pos) {
   int64_t cur = word.load(std::memory_order_relaxed);
   while (pos < cur && !word.compare_exchange_weak(cur, pos, std::memory_order_relaxed)) {
   }
+}
+
+// f(std::integral_constant<int, E>) for element size `bytes` (1, 2, 4, 8, 16); null otherwise.
+template <typename F>
+RangeFn by_elem_size(int bytes, F&& f) {
+  switch (bytes) {
+    case 1:
+      return f(std::integral_constant<int, 1>{});
+    case 2:
+      return f(std::integral_constant<int, 2>{});
+    case 4:
+      return f(std::integral_constant<int, 4>{});
+    case 8:
+      return f(std::integral_constant<int, 8>{});
+    case 16:
+      return f(std::integral_constant<int, 16>{});
+    default:
+      return nullptr;
+  }
+}
+
+// Where src's elements start: the value scalar (every src stride is 0 then) or src's data.
+inline char* src_base(const ScatterArgs& a) {
+  return a.has_value ? const_cast<char*>(reinterpret_cast<const char*>(a.value))
+                     : static_cast<char*>(a.src.data);
 }
 
 struct Segments;
