@@ -152,7 +152,10 @@ MATRIX_PLANTS = [
     ("self_flat", GatherCase((5, 6, 7), (4, 9, 6), 1, self_layout="step_slice"), "differ bitwise"),
     ("wrong_neg_dim", GatherCase((5, 7, 3), (2, 3, 1), -1, self_layout="expand"), ""),
     ("float_trip", GatherCase((4, 16, 64), (4, 3, 64), 1, torch.float64), "differ bitwise"),
-    ("float_trip", GatherCase((4, 16, 64), (4, 3, 64), 1, torch.float16), "differ bitwise"),
+    # float16 survives a float32 round trip except for signalling NaNs (~16 among self's 4096
+    # values): a full-depth index reads each of them with probability 1 - (15/16)**16, so all
+    # are missed with probability ~1e-7 (a (4, 3, 64) index missed them in ~4% of seeds).
+    ("float_trip", GatherCase((4, 16, 64), (4, 16, 64), 1, torch.float16), "differ bitwise"),
     ("float_trip", GatherCase((4, 16, 64), (4, 3, 64), 1, torch.int64), "differ bitwise"),
     ("drop_last", GatherCase((5, 6, 7), (4, 9, 6), 1), "differ bitwise"),
     ("strided_result", GatherCase((5, 6, 7), (4, 9, 6), 1), "strides"),
