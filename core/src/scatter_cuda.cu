@@ -7,7 +7,7 @@
 // Host work per call: cudaGetDevice, the (lazily allocated) error record and abort word
 // (two atomic loads and one fetch_add), cudaStreamIsCapturing, the host planning of the
 // workspace path (plan_loop over out's shape and the index's), 2..5 launches and
-// cudaGetLastError; the sorted path (scatter_cuda_sorted.h) adds CUB's host-side temp-size
+// cudaGetLastError; the segment path (scatter_cuda_sorted.h) adds CUB's host-side temp-size
 // query (twice: workspace bytes and call) and its radix sort's launches. No allocation, no
 // synchronization (unless CudaCheckMode::kSync).
 #include <cuda_runtime.h>
@@ -106,17 +106,23 @@ __global__ void __launch_bounds__(kThreads) scatter_sort_keys_kernel(const KeysA
   sort_keys_thread(a, int64_t(blockIdx.x), int64_t(threadIdx.x), int64_t(gridDim.x));
 }
 
-// Launched with blockDim.x = SortedArgs::threads (<= kThreads).
-template <typename T, typename I, int D>
-__global__ void __launch_bounds__(kThreads) scatter_sorted_acc_kernel(const SortedArgs<I, D> a) {
+template <typename T, int V, typename I, int D>
+__global__ void __launch_bounds__(kThreads) scatter_seg_acc_kernel(const SegArgs<I, D> a) {
   if (block_aborted(a.abort)) return;
-  sorted_acc_thread<T>(a, int64_t(blockIdx.x), int64_t(threadIdx.x), int64_t(gridDim.x));
+  seg_acc_thread<T, V>(a, int64_t(blockIdx.x), int64_t(threadIdx.x), int64_t(gridDim.x));
 }
 
-template <typename U, typename I, int D>
-__global__ void __launch_bounds__(kThreads) scatter_sorted_put_kernel(const SortedArgs<I, D> a) {
+template <typename T, int V, typename I, int D>
+__global__ void __launch_bounds__(kThreads) scatter_seg_fix_kernel(const SegArgs<I, D> a) {
   if (block_aborted(a.abort)) return;
-  sorted_put_thread<U>(a, int64_t(blockIdx.x), int64_t(threadIdx.x), int64_t(gridDim.x));
+  seg_fix_thread<T, V>(a, int64_t(blockIdx.x), int64_t(threadIdx.x), int64_t(gridDim.x));
+}
+
+template <typename U, int V, typename I, int D>
+__global__ void __launch_bounds__(kThreads)
+    scatter_seg_put_kernel(const SegArgs<I, D> a, int units) {
+  if (block_aborted(a.abort)) return;
+  seg_put_thread<U, V>(a, units, int64_t(blockIdx.x), int64_t(threadIdx.x), int64_t(gridDim.x));
 }
 
 // cub::DeviceRadixSort::SortPairs over a DoubleBuffer (temp == nullptr: the size query,
@@ -186,13 +192,17 @@ struct CudaRunner {
     int sel = -1;
     return radix_sort_any(a, &bytes, stream, &sel) == cudaSuccess ? sel : -1;
   }
-  template <typename T, typename I, int D>
-  void sorted_acc(const SortedArgs<I, D>& a, unsigned blocks, unsigned threads) {
-    scatter_sorted_acc_kernel<T, I, D><<<blocks, threads, 0, stream>>>(a);
+  template <typename T, int V, typename I, int D>
+  void seg_acc(const SegArgs<I, D>& a, unsigned blocks) {
+    scatter_seg_acc_kernel<T, V, I, D><<<blocks, kThreads, 0, stream>>>(a);
   }
-  template <typename U, typename I, int D>
-  void sorted_put(const SortedArgs<I, D>& a, unsigned blocks, unsigned threads) {
-    scatter_sorted_put_kernel<U, I, D><<<blocks, threads, 0, stream>>>(a);
+  template <typename T, int V, typename I, int D>
+  void seg_fix(const SegArgs<I, D>& a, unsigned blocks) {
+    scatter_seg_fix_kernel<T, V, I, D><<<blocks, kThreads, 0, stream>>>(a);
+  }
+  template <typename U, int V, typename I, int D>
+  void seg_put(const SegArgs<I, D>& a, int units, unsigned blocks) {
+    scatter_seg_put_kernel<U, V, I, D><<<blocks, kThreads, 0, stream>>>(a, units);
   }
   template <typename T, typename I, int D>
   void ws_init(const WsArgs<I, D>& a, unsigned blocks) {

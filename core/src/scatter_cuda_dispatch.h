@@ -8,8 +8,8 @@
 //     accumulating combines without a workspace: acc_elems / acc_lines straight into out;
 //     with one (float16/bfloat16, mean, include_self = false): ws_init -> acc_elems /
 //     acc_lines into the workspace -> ws_final into out;
-//     or, deterministic with a shared index (scatter_cuda_sorted.h, sort_shape's rule):
-//     sort_keys -> sort -> sorted_put / sorted_acc straight into out.
+//     or, with a shared index (scatter_cuda_sorted.h, sort_shape's rule): sort_keys -> sort
+//     -> seg_put, or seg_acc -> seg_fix (scatter_cuda_segments.h), straight into out.
 // The workspace: an accumulator of AccOf<T> per out element, then (mean or include_self =
 // false) an int32 count per out element, each part 256-byte aligned. Both are dense over
 // out's shape with out's dims ordered by out's strides (largest first): out's memory order,
@@ -29,6 +29,7 @@
 namespace stridewise {
 namespace cuda_scatter {
 
+using cuda_gather::addr;
 using cuda_gather::ceil_div;
 using cuda_gather::kI32Max;
 using cuda_gather::kMaxBlocks;
@@ -79,6 +80,16 @@ Status with_offsets(bool u32, int rank, F&& f) {
   return f(Tag<int64_t>{}, std::integral_constant<int, kMaxRank>{});
 }
 
+// f(integral_constant<int, V>) for V = 1 or 16 / B (the only vector widths instantiated).
+template <int B, typename F>
+Status with_vec(int v, F&& f) {
+  if constexpr (B <= 8 && 16 % B == 0) {
+    if (v == 16 / B) return f(std::integral_constant<int, 16 / B>{});
+  }
+  if (v != 1) return Status::kUnsupported;
+  return f(std::integral_constant<int, 1>{});
+}
+
 inline int64_t align256(int64_t b) {
   return (b + 255) / 256 * 256;
 }
@@ -101,7 +112,12 @@ struct WsLayout {
   int64_t vals_at[2] = {0, 0};
   int64_t temp_at = 0;
   int64_t temp_bytes = 0;
+  int64_t carry_at = 0;
 };
+
+inline int64_t seg_chunks(int64_t n) {
+  return ceil_div(n, kSegChunk);
+}
 
 // `sort`: the call's sort_shape; sort_temp: CUB's temporary bytes for it.
 inline WsLayout ws_layout(const ScatterArgs& a, const SortShape& sort = {}, int64_t sort_temp = 0) {
@@ -116,7 +132,10 @@ inline WsLayout ws_layout(const ScatterArgs& a, const SortShape& sort = {}, int6
     }
     w.temp_at = 4 * part;
     w.temp_bytes = align256(sort_temp > 0 ? sort_temp : 0);
-    w.total = w.temp_at + w.temp_bytes;
+    w.carry_at = w.temp_at + w.temp_bytes;
+    const int64_t carry =
+        a.desc.accumulates() ? seg_chunks(sort.n) * 2 * sort.lines * acc_bytes(a.out.dtype) : 0;
+    w.total = w.carry_at + align256(carry);
     return w;
   }
   const Combine c = a.desc.combine;
@@ -293,7 +312,7 @@ struct Launcher {
     });
   }
 
-  // The sorted-segment path (scatter_cuda_sorted.h) straight into out.
+  // The segment path (scatter_cuda_sorted.h, scatter_cuda_segments.h) straight into out.
   Status sorted(const WsLayout& w, void* workspace, int unit, int units) {
     const SortShape& s = w.sort;
     char* const base = static_cast<char*>(workspace);
@@ -314,14 +333,13 @@ struct Launcher {
     const int sel = runner.sort(sa);
     if (sel < 0) return Status::kDeviceError;
     const LoopPlan<3>& l = plan.lines;
-    const int64_t threads = std::min<int64_t>(kThreads, ceil_div(l.numel, 32) * 32);
-    const int64_t chunks = ceil_div(l.numel, threads);
-    const unsigned blocks = static_cast<unsigned>(std::min(s.n * chunks, kMaxBlocks));
+    const bool acc = args.desc.accumulates();
+    const int v = seg_vec(acc ? elem_size(args.out.dtype) : unit * units, units);
     const bool u32 = l.fits_int32 && units == 1 && plan.line_len <= kI32Max;
     return with_offsets(u32, l.rank, [&](auto it, auto dims) {
       using I = typename decltype(it)::type;
       constexpr int D = decltype(dims)::value;
-      SortedArgs<I, D> p;
+      SegArgs<I, D> p;
       p.out = args.out.data;
       p.src = args.has_value ? nullptr : args.src.data;
       p.has_value = args.has_value;
@@ -331,27 +349,54 @@ struct Launcher {
       p.keys = sa.keys[sel];
       p.vals = sa.vals[sel];
       p.wide = s.wide;
-      p.calc = OffsetCalculator<3, I, D>(l);
-      p.lines = static_cast<I>(l.numel);
-      p.chunks = chunks;
-      p.threads = threads;
       p.n = s.n;
+      p.chunk = kSegChunk;
+      p.chunks = seg_chunks(s.n);
+      p.calc = OffsetCalculator<3, I, D>(l);
+      p.lines = l.numel;
+      const int64_t groups = ceil_div(l.numel, v);  // threads per chunk
+      p.tile_threads = 1;
+      while (p.tile_threads < groups && p.tile_threads < kThreads) p.tile_threads *= 2;
+      p.tiles = ceil_div(groups, p.tile_threads);
       p.out_dim_stride = static_cast<I>(plan.out_dim_stride);
       p.src_dim_stride = static_cast<I>(plan.src_dim_stride);
       p.size = plan.out_dim_size;
-      p.units = units;
+      p.carry = acc ? base + w.carry_at : nullptr;
       p.abort = abort;
-      if (!args.desc.accumulates())
+      const unsigned blocks = static_cast<unsigned>(std::max<int64_t>(
+          1, std::min(ceil_div(p.chunks * p.tiles, kThreads / p.tile_threads), kMaxBlocks)));
+      if (!acc)
         return cuda_gather::with_unit(unit, [&](auto ut) {
-          runner.template sorted_put<typename decltype(ut)::type, I, D>(p, blocks,
-                                                                        unsigned(threads));
-          return Status::kOk;
+          using U = typename decltype(ut)::type;
+          return with_vec<sizeof(U)>(v, [&](auto vv) {
+            runner.template seg_put<U, decltype(vv)::value, I, D>(p, units, blocks);
+            return Status::kOk;
+          });
         });
       return with_type(args.out.dtype, [&](auto tt) {
-        runner.template sorted_acc<typename decltype(tt)::type, I, D>(p, blocks, unsigned(threads));
-        return Status::kOk;
+        using T = typename decltype(tt)::type;
+        return with_vec<sizeof(T)>(v, [&](auto vv) {
+          runner.template seg_acc<T, decltype(vv)::value, I, D>(p, blocks);
+          runner.template seg_fix<T, decltype(vv)::value, I, D>(p, blocks);
+          return Status::kOk;
+        });
       });
     });
+  }
+
+  // V for the segment kernels (elements of `bytes` per thread): 16 / bytes when the lines are
+  // one run of consecutive elements in out and src (index stride 0: the index is shared),
+  // every vector access is 16-byte aligned and the lines divide into vectors; else 1.
+  int seg_vec(int bytes, int units) const {
+    const LoopPlan<3>& l = plan.lines;
+    if (units != 1 || bytes > 8 || 16 % bytes != 0 || l.rank != 1) return 1;
+    const int64_t v = 16 / bytes;
+    const bool src = !args.has_value;
+    if (l.strides[kScatterOut][0] != 1 || (src && l.strides[kScatterSrc][0] != 1)) return 1;
+    if (l.numel % v != 0 || plan.out_dim_stride % v != 0 || (src && plan.src_dim_stride % v != 0))
+      return 1;
+    if (addr(args.out.data) % 16 != 0 || (src && addr(args.src.data) % 16 != 0)) return 1;
+    return static_cast<int>(v);
   }
 
   template <typename T>
@@ -378,10 +423,6 @@ struct Launcher {
     return ws_pass<T>(whole, base, count, true);
   }
 };
-
-inline uint64_t addr(const void* p) {
-  return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p));
-}
 
 // The call's workspace layout (the runner answers CUB's size query; negative: it failed).
 template <typename Runner>

@@ -117,16 +117,22 @@ struct ScatterHostRunner {
     });
   }
   int sort(const cs::SortArgs& a);  // scatter_test_util.cpp
-  template <typename T, typename I, int D>
-  void sorted_acc(const cs::SortedArgs<I, D>& a, unsigned blocks, unsigned threads) {
-    run_threads("sorted_acc", &a.abort, blocks, threads, [&](unsigned b, unsigned t, unsigned g) {
-      cs::sorted_acc_thread<T>(a, int64_t(b), int64_t(t), int64_t(g));
+  template <typename T, int V, typename I, int D>
+  void seg_acc(const cs::SegArgs<I, D>& a, unsigned blocks) {
+    run("seg_acc", &a.abort, blocks, [&](unsigned b, unsigned t, unsigned g) {
+      cs::seg_acc_thread<T, V>(a, int64_t(b), int64_t(t), int64_t(g));
     });
   }
-  template <typename U, typename I, int D>
-  void sorted_put(const cs::SortedArgs<I, D>& a, unsigned blocks, unsigned threads) {
-    run_threads("sorted_put", &a.abort, blocks, threads, [&](unsigned b, unsigned t, unsigned g) {
-      cs::sorted_put_thread<U>(a, int64_t(b), int64_t(t), int64_t(g));
+  template <typename T, int V, typename I, int D>
+  void seg_fix(const cs::SegArgs<I, D>& a, unsigned blocks) {
+    run("seg_fix", &a.abort, blocks, [&](unsigned b, unsigned t, unsigned g) {
+      cs::seg_fix_thread<T, V>(a, int64_t(b), int64_t(t), int64_t(g));
+    });
+  }
+  template <typename U, int V, typename I, int D>
+  void seg_put(const cs::SegArgs<I, D>& a, int units, unsigned blocks) {
+    run("seg_put", &a.abort, blocks, [&](unsigned b, unsigned t, unsigned g) {
+      cs::seg_put_thread<U, V>(a, units, int64_t(b), int64_t(t), int64_t(g));
     });
   }
   template <typename I, int D>

@@ -134,7 +134,9 @@ TEST(ScatterEmulated, AbortWordSkipsEveryLaterBlock) {
 }
 
 // Deterministic mode with arbitrary floats: lines combine in index order, so the result is
-// the reference's bit for bit (floating add is not associative).
+// the reference's bit for bit (floating add is not associative). Lines of at most 8 steps:
+// a shared index takes the segment path, whose segments then lie within one chunk, where it
+// combines in the same order.
 TEST(ScatterEmulated, DeterministicIsIndexOrder) {
   const uint64_t seed = swt::test_seed();
   swt::Rng rng(seed);
@@ -230,43 +232,71 @@ TEST(ScatterEmulated, SortedPathSharedIndex) {
   EXPECT_GT(sorted, 800);
 }
 
-// Arbitrary values (floating results depend on the order): the sorted path gives the lines
-// kernel's bits, and both the reference's, over shapes with one line, several lines,
-// several line chunks per position (lines > kThreads) and dim inner or outer.
-TEST(ScatterEmulated, SortedEqualsLinesBitwise) {
+// Arbitrary values (floating results depend on the order). The segment path's order is fixed
+// by the keys alone (scatter_cuda_segments.h), so: two runs on different grids are bitwise
+// equal; where the arithmetic is exact (integers, max/min, copy) the result is the lines
+// kernel's bits; floating add/multiply/mean are within a rounding bound of it (bitwise too
+// for segments within one chunk: DeterministicIsIndexOrder). The shapes
+// give one line, several lines, lines in 16-byte vectors (64 and 128 columns), more lines
+// than a block, dim inner or outer, and keys repeated across many chunks (out dim 1 and 2).
+TEST(ScatterEmulated, SegmentsRepeatAndMatchLines) {
   const uint64_t seed = swt::test_seed();
   swt::Rng rng(seed);
   struct Shape {
     std::vector<int64_t> out;
     int64_t dim, line_len;
   };
-  const Shape shapes[] = {
-      {{13}, 0, 400}, {{9, 70}, 0, 300}, {{5, 600}, 0, 40}, {{300, 7}, 1, 50}, {{3, 4, 90}, 1, 60}};
-  const DType types[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt32,
-                         DType::kFloat64};
-  int failures = 0;
+  const Shape shapes[] = {{{13}, 0, 400},     {{9, 70}, 0, 300},   {{5, 600}, 0, 40},
+                          {{300, 7}, 1, 50},  {{3, 4, 90}, 1, 60}, {{9, 64}, 0, 300},
+                          {{4, 128}, 0, 150}, {{1, 16}, 0, 700},   {{2, 8}, 0, 500}};
+  const int n_shapes = static_cast<int>(sizeof shapes / sizeof shapes[0]);
+  const DType types[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16,
+                         DType::kInt32,   DType::kFloat64, DType::kInt8};
+  int failures = 0, vectors = 0;
   for (DType dt : types) {
+    const bool fl = dt != DType::kInt32 && dt != DType::kInt8;
+    // terms in [-1, 1] (products of terms in [0.99, 1.01]); up to 700 of them
+    const double atol = dt == DType::kFloat32   ? 1e-4
+                        : dt == DType::kFloat64 ? 1e-12
+                        : dt == DType::kFloat16 ? 2e-3
+                                                : 2e-2;
+    const double rtol = dt == DType::kFloat16 ? 2e-3 : dt == DType::kBFloat16 ? 1.6e-2 : atol;
     for (int comb = 0; comb <= 5 && failures < 5; ++comb) {
+      if (!stridewise::scatter_supports(dt, Combine(comb))) continue;
       for (int form = 0; form < 4; ++form) {
-        const Shape& sh = shapes[swt::rand_int(rng, 0, 4)];
+        const Shape& sh = shapes[swt::rand_int(rng, 0, n_shapes - 1)];
         ScatterCase c = shared_index_case(rng, dt, Combine(comb), form & 1, (form >> 1) & 1,
                                           swt::coin(rng, 0.15), sh.out, sh.dim, sh.line_len, true);
         const std::vector<unsigned char> before(c.out.base(), c.out.base() + c.out.storage_bytes());
-        std::vector<std::string> ran_s, ran_l;
-        const auto rs = scatter_emulated_matches(c, seed, 0, cs::SortedChoice::kAlways, &ran_s);
-        const std::vector<unsigned char> got(c.out.base(), c.out.base() + c.out.storage_bytes());
-        std::memcpy(c.out.base(), before.data(), before.size());
-        const auto rl = scatter_emulated_matches(c, seed, 0, cs::SortedChoice::kNever, &ran_l);
-        EXPECT_TRUE(rs) << "sorted";
-        EXPECT_TRUE(rl) << "lines";
-        EXPECT_TRUE(ran_sorted(ran_s));
-        EXPECT_FALSE(ran_sorted(ran_l));
-        const std::string diff = swt::diff_bytes(got.data(), c.out.base(), got.size());
-        EXPECT_EQ(diff, "") << c.describe();
-        failures += rs && rl && diff.empty() ? 0 : 1;
+        std::vector<unsigned char> got[3];
+        ScatterHostRunner runs[3];
+        const cs::SortedChoice choice[3] = {cs::SortedChoice::kAlways, cs::SortedChoice::kAlways,
+                                            cs::SortedChoice::kNever};
+        const unsigned caps[3] = {0, 2, 0};
+        for (int k = 0; k < 3; ++k) {
+          std::memcpy(c.out.base(), before.data(), before.size());
+          runs[k].sorted = choice[k];
+          runs[k].grid_cap = caps[k];
+          ErrorDetail e;
+          EXPECT_EQ(emulate_scatter(c.args(), runs[k], &e), Status::kOk) << e.message;
+          got[k].assign(c.out.base(), c.out.base() + c.out.storage_bytes());
+        }
+        EXPECT_TRUE(ran_sorted(runs[0].launches) && ran_sorted(runs[1].launches));
+        EXPECT_FALSE(ran_sorted(runs[2].launches));
+        const std::string rep = swt::diff_bytes(got[0].data(), got[1].data(), got[0].size());
+        EXPECT_EQ(rep, "") << "two grids differ: " << c.describe();
+        const bool exact = !fl || comb == int(Combine::kCopy) || comb == int(Combine::kMax) ||
+                           comb == int(Combine::kMin);
+        const std::string vs_lines =
+            compare_out(c, got[0].data(), got[2], nullptr, exact ? 0 : rtol, exact ? 0 : atol);
+        EXPECT_EQ(vs_lines, "") << (exact ? "not bitwise the lines kernel's: " : "too far: ")
+                                << c.describe();
+        failures += rep.empty() && vs_lines.empty() ? 0 : 1;
+        vectors += sh.out.back() % 16 == 0 && sh.dim == 0 ? 1 : 0;
       }
     }
   }
+  EXPECT_GT(vectors, 0);
 }
 
 // The selection rule, key widths, end_bit and the workspace layout, on views over fake
@@ -310,16 +340,26 @@ TEST(ScatterEmulated, SortedRuleAndWorkspace) {
   EXPECT_EQ(s.n, 131072);
   EXPECT_EQ(s.end_bit, 14);
   EXPECT_FALSE(s.wide);
+  EXPECT_EQ(s.lines, 4096);
   EXPECT_FALSE(shape(moe, cs::SortedChoice::kNever).use);
-  moe.deterministic = false;
-  EXPECT_FALSE(shape(moe).use);
+  moe.deterministic = false;  // big enough to pay for the sort
+  EXPECT_TRUE(shape(moe).use);
   // Not shared (index stride on another dim), and shared through a size-1 dim.
   EXPECT_FALSE(shape(args({64, 8}, {100, 8}, {8, 1}, 0), cs::SortedChoice::kAlways).use);
   EXPECT_TRUE(shape(args({64, 1}, {100, 1}, {1, 1}, 0)).use);
-  // Many lines: only long lines take the sorted path under kAuto.
-  EXPECT_TRUE(shape(args({64, 70000}, {1024, 70000}, {1, 0}, 0)).use);
-  EXPECT_FALSE(shape(args({64, 70000}, {1023, 70000}, {1, 0}, 0)).use);
-  EXPECT_TRUE(shape(args({64, 70000}, {1023, 70000}, {1, 0}, 0), cs::SortedChoice::kAlways).use);
+  // Not deterministic: only calls with kSegMinElems elements and kSegMinLines lines.
+  ScatterArgs small = args({64, 32}, {32767, 32}, {1, 0}, 0);  // 2^20 - 32 elements
+  small.deterministic = false;
+  EXPECT_FALSE(shape(small).use);
+  EXPECT_TRUE(shape(small, cs::SortedChoice::kAlways).use);
+  small = args({64, 32}, {32768, 32}, {1, 0}, 0);
+  small.deterministic = false;
+  EXPECT_TRUE(shape(small).use);
+  ScatterArgs narrow = args({64, 31}, {1 << 20, 31}, {1, 0}, 0);  // 31 lines
+  narrow.deterministic = false;
+  EXPECT_FALSE(shape(narrow).use);
+  narrow.deterministic = true;
+  EXPECT_TRUE(shape(narrow).use);
   // line_len 1: nothing to sort. end_bit and key widths.
   EXPECT_FALSE(shape(args({64, 8}, {1, 8}, {1, 0}, 0), cs::SortedChoice::kAlways).use);
   EXPECT_EQ(shape(args({1, 8}, {5, 8}, {1, 0}, 0)).end_bit, 1);
@@ -332,7 +372,8 @@ TEST(ScatterEmulated, SortedRuleAndWorkspace) {
   EXPECT_EQ(s.end_bit, 33);
   EXPECT_TRUE(s.wide);
 
-  // Layout: four arrays and the temp storage, 256-aligned, disjoint; replaces the accumulator.
+  // Layout: four arrays, the temp storage and the carry (2 x 128 lines x float32 per chunk of
+  // 64 positions: 16 chunks), 256-aligned, disjoint; replaces the accumulator.
   ScatterArgs mean = args({50, 128}, {1000, 128}, {1, 0}, 0);
   mean.desc = stridewise::scatter_desc(stridewise::OpCode::kScatterReduce, Combine::kMean);
   s = shape(mean);
@@ -345,7 +386,11 @@ TEST(ScatterEmulated, SortedRuleAndWorkspace) {
   EXPECT_EQ(w.vals_at[1], 12288);
   EXPECT_EQ(w.temp_at, 16384);
   EXPECT_EQ(w.temp_bytes, 1024);
-  EXPECT_EQ(w.total, 16384 + 1024);
+  EXPECT_EQ(w.carry_at, 16384 + 1024);
+  EXPECT_EQ(w.total, 16384 + 1024 + 16 * 2 * 128 * 4);
+  ScatterArgs copy = mean;
+  copy.desc = stridewise::scatter_desc(stridewise::OpCode::kScatter, Combine::kCopy);
+  EXPECT_EQ(cs::ws_layout(copy, s, 999).total, 16384 + 1024);  // copy: no carry
 
   // Too small a workspace: kInvalidArgument before anything is launched.
   ScatterPlan plan;
@@ -355,7 +400,7 @@ TEST(ScatterEmulated, SortedRuleAndWorkspace) {
   int64_t word = 0;
   std::string why;
   const int64_t need = cs::call_layout(mean, plan, cs::SortedChoice::kAuto, r).total;
-  EXPECT_EQ(need, 16384 + cs::align256(r.sort_temp_bytes(s)));
+  EXPECT_EQ(need, 16384 + cs::align256(r.sort_temp_bytes(s)) + 16 * 2 * 128 * 4);
   EXPECT_EQ(cs::run_scatter(mean, plan, fake(3), size_t(need - 1), cs::ScatterSite{},
                             cs::Abort{&word, 1}, r, &why),
             Status::kInvalidArgument);
