@@ -213,7 +213,7 @@ for phase in $PHASES; do
       rm -f python/stridewise/_lib/libstridewise_torch.so
       run_phase buildlib 600 bash -c phase_buildlib || stop="build failed" ;;
     bench) run_phase bench 300 "$PY" bench/bench_gather.py ${BENCH_ARGS:-} ;;
-    benchscatter) run_phase benchscatter 400 "$PY" bench/bench_scatter.py ${BENCH_SCATTER_ARGS:-} ;;
+    benchscatter) run_phase benchscatter 1200 "$PY" bench/bench_scatter.py ${BENCH_SCATTER_ARGS:-} ;;
     ctest) run_phase ctest 300 ctest --test-dir build-gpu --output-on-failure ${CTEST_ARGS:-} ;;
     demo) run_phase demo 120 "$PY" -m stridewise demo --device cuda ;;
     diag) run_phase diag 120 "$PY" scripts/diag_bad_index.py ;;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Planted faults in the CUDA scatter's segment path, each of which the host emulation tests
+"""Planted faults in the CUDA scatter's segment path (and its validation), each of which the host emulation tests
 (core/tests/cuda/test_scatter_emulated.cpp) must catch. For each fault: patch the header,
 compile the two scatter emulation objects against it (-O1), link them with the other test
 objects of an existing build, run ScatterEmulated.*, restore the header. CPU only.
@@ -31,6 +31,8 @@ FAULTS = {
     "copy_last": (SEG, ": !it.cont_out;", ": true;"),
     "self_twice": (SEG, "    if (!it.cont_in) seg_begin<T, V>(a, o, k, acc);", "    seg_begin<T, V>(a, o, k, acc);"),
     "mean_count": (SEG, "seg_finish<T, V>(a, o, k, end - start, acc);", "seg_finish<T, V>(a, o, k, end - it.b, acc);"),
+    "prefetch_stale": (SEG, "        seg_load<T, V>(a, s, j + 1, nx);\n", ""),
+    "validate_one": (DISPATCH, "static_cast<I>(l.numel), site,  abort};", "static_cast<I>(1), site,  abort};"),
     "vec_any_stride": (DISPATCH, "    if (l.strides[kScatterOut][0] != 1 || (src && l.strides[kScatterSrc][0] != 1)) return 1;\n", ""),
 }
 

@@ -2,7 +2,8 @@
 // scatter_cuda.cu and the host emulation test, which passes a Runner that runs the bodies of
 // scatter_cuda_impl.h on the host). Sequence, every step after the first gated by the call's
 // abort word:
-//  1. validate (ScatterPlan::elems, index only): records the first bad value, raises the word;
+//  1. validate (ScatterPlan::index_elems: the index's distinct elements): records a bad value,
+//     raises the word;
 //  2. self -> out when not in place (ScatterPlan::copy), per unit;
 //  3. copy combine: put_elems (one thread per position) or put_lines (deterministic);
 //     accumulating combines without a workspace: acc_elems / acc_lines straight into out;
@@ -198,12 +199,11 @@ struct Launcher {
   bool idx64 = args.index.dtype == DType::kInt64;
 
   Status validate() {
-    const LoopPlan<3>& l = plan.elems;
+    const LoopPlan<1>& l = plan.index_elems;
     return with_offsets(l.fits_int32, l.rank, [&](auto it, auto dims) {
       using I = typename decltype(it)::type;
       constexpr int D = decltype(dims)::value;
-      const int ops[1] = {kScatterIndex};
-      ValidateArgs<I, D> v{args.index.data,         idx64, OffsetCalculator<1, I, D>(l, ops),
+      ValidateArgs<I, D> v{args.index.data,         idx64, OffsetCalculator<1, I, D>(l),
                            static_cast<I>(l.numel), site,  abort};
       runner.template validate<I, D>(v, grid_for(l.numel));
       return Status::kOk;

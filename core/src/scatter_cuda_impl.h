@@ -61,20 +61,20 @@ SW_HOST_DEVICE SW_INLINE T value_as(const Value& v) {
   return t;
 }
 
-// ---- validation: every index value, in plan order -----------------------------------------
+// ---- validation: the index's distinct elements, in its memory order ----------------------
 
 template <typename I, int D>
 struct ValidateArgs {
   const void* index;
   bool idx64;
-  OffsetCalculator<1, I, D> calc;  // plan position -> index offset (ScatterPlan::elems)
+  OffsetCalculator<1, I, D> calc;  // plan position -> index offset (ScatterPlan::index_elems)
   I numel;
   ScatterSite site;
   Abort abort;
 };
 
-// Finds this thread's first bad value (lowest plan position it visits); the kernel raises
-// the abort word and records it.
+// Finds this thread's first bad value (lowest index_elems position it visits); the kernel
+// raises the abort word and records it.
 template <typename I, int D>
 SW_HOST_DEVICE SW_INLINE void validate_thread(const ValidateArgs<I, D>& a, I block, I thread,
                                               I grid, BadIndex& bad) {

@@ -196,15 +196,27 @@ SW_HOST_DEVICE SW_INLINE void seg_acc_thread(const SegArgs<I, D>& a, int64_t blo
     if (!seg_item<V>(a, w0 + thread / a.tile_threads, thread % a.tile_threads, &it)) continue;
     I o[V], s[V];
     seg_lines<V>(a, it.l0, o, s);
-    A acc[V], x[V];
+    // Position j + 1's key and values are loaded (kn, nx) before position j is combined, so
+    // each thread keeps two source loads in flight across the walk's dependent steps.
+    A acc[V], x[V], nx[V];
+    SW_HOST_ZERO(nx);
+    uint64_t kn = 0;
     int64_t r0 = it.b;
     uint64_t k = seg_key(a.keys, it.b, a.wide);
     seg_load<T, V>(a, s, it.b, acc);
+    if (it.b + 1 < it.e) {
+      kn = seg_key(a.keys, it.b + 1, a.wide);
+      seg_load<T, V>(a, s, it.b + 1, nx);
+    }
     if (!it.cont_in) seg_begin<T, V>(a, o, k, acc);
     for (int64_t j = it.b + 1; j <= it.e; ++j) {
-      const uint64_t kj = j < it.e ? seg_key(a.keys, j, a.wide) : ~uint64_t(0);
+      const uint64_t kj = j < it.e ? kn : ~uint64_t(0);
+      for (int q = 0; q < V; ++q) x[q] = nx[q];
+      if (j + 1 < it.e) {
+        kn = seg_key(a.keys, j + 1, a.wide);
+        seg_load<T, V>(a, s, j + 1, nx);
+      }
       if (j < it.e && kj == k) {
-        seg_load<T, V>(a, s, j, x);
         for (int q = 0; q < V; ++q) acc[q] = combine<A>(a.combine, acc[q], x[q]);
         continue;
       }
@@ -220,7 +232,7 @@ SW_HOST_DEVICE SW_INLINE void seg_acc_thread(const SegArgs<I, D>& a, int64_t blo
       if (j == it.e) break;
       r0 = j;
       k = kj;
-      seg_load<T, V>(a, s, j, acc);
+      for (int q = 0; q < V; ++q) acc[q] = x[q];
       seg_begin<T, V>(a, o, k, acc);
     }
   }

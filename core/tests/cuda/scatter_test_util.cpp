@@ -561,9 +561,9 @@ Status emulate_scatter(const ScatterArgs& a, ScatterHostRunner& r, ErrorDetail* 
     ScatterPlan plan;
     ErrorDetail pe;
     stridewise::plan_scatter(a, &plan, &pe);
-    if (e.position < 0 || e.position >= plan.elems.numel)
+    if (e.position < 0 || e.position >= plan.index_elems.numel)
       return ::testing::AssertionFailure() << "position " << e.position << " out of range" << where;
-    const int64_t off = stridewise::plan_offset(plan.elems, stridewise::kScatterIndex, e.position);
+    const int64_t off = stridewise::plan_offset(plan.index_elems, 0, e.position);
     if (swt::read_index(a.index, off) != e.value)
       return ::testing::AssertionFailure()
              << "position " << e.position << " does not hold " << e.value << where;
