@@ -23,8 +23,8 @@ DISPATCH = "core/src/scatter_cuda_dispatch.h"
 
 # name: (file, text, replacement)
 FAULTS = {
-    "no_fix": (SEG, "    if (!it.cont_out) continue;\n    const uint64_t k = seg_key(a.keys, it.e - 1",
-               "    continue;\n    const uint64_t k = seg_key(a.keys, it.e - 1"),
+    "no_fix": (SEG, "    if (!it.cont_out) return;\n    const uint64_t k = seg_key(a.keys, it.e - 1",
+               "    return;\n    const uint64_t k = seg_key(a.keys, it.e - 1"),
     "slot_swap": (SEG, "it.c, head ? 0 : 1, it.l0", "it.c, head ? 1 : 0, it.l0"),
     "no_begin": (SEG, "  if (key >= uint64_t(a.size)) return;  // never an address (validation recorded it)\n"
                  "  if (!a.include_self) {", "  return;\n  if (!a.include_self) {"),

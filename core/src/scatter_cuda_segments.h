@@ -117,6 +117,17 @@ SW_HOST_DEVICE SW_INLINE bool seg_item(const SegArgs<I, D>& a, int64_t w, int64_
   return true;
 }
 
+// body(item) for each of this thread's work items (a grid-stride loop over (chunk, tile)).
+template <int V, typename I, int D, typename F>
+SW_HOST_DEVICE SW_INLINE void for_seg_items(const SegArgs<I, D>& a, int64_t block, int64_t thread,
+                                            int64_t grid, F&& body) {
+  const int64_t per_block = kThreads / a.tile_threads;
+  for (int64_t w0 = block * per_block; w0 < a.chunks * a.tiles; w0 += grid * per_block) {
+    SegItem it;
+    if (seg_item<V>(a, w0 + thread / a.tile_threads, thread % a.tile_threads, &it)) body(it);
+  }
+}
+
 // The thread's V lines' out and src offsets (consecutive when V > 1).
 template <int V, typename I, int D>
 SW_HOST_DEVICE SW_INLINE void seg_lines(const SegArgs<I, D>& a, int64_t l0, I (&o)[V], I (&s)[V]) {
@@ -190,10 +201,7 @@ template <typename T, int V, typename I, int D>
 SW_HOST_DEVICE SW_INLINE void seg_acc_thread(const SegArgs<I, D>& a, int64_t block, int64_t thread,
                                              int64_t grid) {
   using A = AccOf<T>;
-  const int64_t per_block = kThreads / a.tile_threads;
-  for (int64_t w0 = block * per_block; w0 < a.chunks * a.tiles; w0 += grid * per_block) {
-    SegItem it;
-    if (!seg_item<V>(a, w0 + thread / a.tile_threads, thread % a.tile_threads, &it)) continue;
+  for_seg_items<V>(a, block, thread, grid, [&](const SegItem& it) {
     I o[V], s[V];
     seg_lines<V>(a, it.l0, o, s);
     // Position j + 1's key and values are loaded (kn, nx) before position j is combined, so
@@ -235,7 +243,7 @@ SW_HOST_DEVICE SW_INLINE void seg_acc_thread(const SegArgs<I, D>& a, int64_t blo
       for (int q = 0; q < V; ++q) acc[q] = x[q];
       seg_begin<T, V>(a, o, k, acc);
     }
-  }
+  });
 }
 
 // First position in [b, e) whose key is >= k (keys sorted).
@@ -256,14 +264,11 @@ template <typename T, int V, typename I, int D>
 SW_HOST_DEVICE SW_INLINE void seg_fix_thread(const SegArgs<I, D>& a, int64_t block, int64_t thread,
                                              int64_t grid) {
   using A = AccOf<T>;
-  const int64_t per_block = kThreads / a.tile_threads;
-  for (int64_t w0 = block * per_block; w0 < a.chunks * a.tiles; w0 += grid * per_block) {
-    SegItem it;
-    if (!seg_item<V>(a, w0 + thread / a.tile_threads, thread % a.tile_threads, &it)) continue;
-    if (!it.cont_out) continue;
+  for_seg_items<V>(a, block, thread, grid, [&](const SegItem& it) {
+    if (!it.cont_out) return;
     const uint64_t k = seg_key(a.keys, it.e - 1, a.wide);
     // A chunk of one run that continues from c-1 is a middle piece, not the start.
-    if (it.cont_in && seg_key(a.keys, it.b, a.wide) == k) continue;
+    if (it.cont_in && seg_key(a.keys, it.b, a.wide) == k) return;
     const int64_t start = seg_lower(a.keys, a.wide, it.b, it.e, k);
     A acc[V];
     const A* t = carry_at<A, V>(a.carry, a.lines, it.c, 1, it.l0);
@@ -284,7 +289,7 @@ SW_HOST_DEVICE SW_INLINE void seg_fix_thread(const SegArgs<I, D>& a, int64_t blo
     I o[V], s[V];
     seg_lines<V>(a, it.l0, o, s);
     seg_finish<T, V>(a, o, k, end - start, acc);
-  }
+  });
 }
 
 // Copy: the segment's last position is written by the chunk that holds it (U: the copy unit,
@@ -292,10 +297,7 @@ SW_HOST_DEVICE SW_INLINE void seg_fix_thread(const SegArgs<I, D>& a, int64_t blo
 template <typename U, int V, typename I, int D>
 SW_HOST_DEVICE SW_INLINE void seg_put_thread(const SegArgs<I, D>& a, int units, int64_t block,
                                              int64_t thread, int64_t grid) {
-  const int64_t per_block = kThreads / a.tile_threads;
-  for (int64_t w0 = block * per_block; w0 < a.chunks * a.tiles; w0 += grid * per_block) {
-    SegItem it;
-    if (!seg_item<V>(a, w0 + thread / a.tile_threads, thread % a.tile_threads, &it)) continue;
+  for_seg_items<V>(a, block, thread, grid, [&](const SegItem& it) {
     I o[V], s[V];
     seg_lines<V>(a, it.l0, o, s);
     for (int64_t j = it.b; j < it.e; ++j) {
@@ -319,7 +321,7 @@ SW_HOST_DEVICE SW_INLINE void seg_put_thread(const SegArgs<I, D>& a, int units, 
         for (int u = 0; u < units; ++u) dst[u] = from[u];
       }
     }
-  }
+  });
 }
 
 }  // namespace cuda_scatter
