@@ -12,6 +12,7 @@
 // synchronization (unless CudaCheckMode::kSync).
 #include <cuda_runtime.h>
 
+#include <cstdlib>
 #include <cub/cub.cuh>
 
 #include "cuda_status.cuh"
@@ -125,6 +126,21 @@ __global__ void __launch_bounds__(kThreads)
   seg_put_thread<U, V>(a, units, int64_t(blockIdx.x), int64_t(threadIdx.x), int64_t(gridDim.x));
 }
 
+// One block per tile of lines (grid-stride), the four phases of tile_phase separated by
+// barriers; dynamic shared memory of TileShape::smem_bytes.
+template <typename T, typename I, int D>
+__global__ void __launch_bounds__(kTileThreads)
+    scatter_tile_kernel(const TileArgs<I, D> a, int64_t tiles) {
+  extern __shared__ __align__(16) unsigned char tile_mem[];
+  if (block_aborted(a.abort)) return;
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    for (int phase = 0; phase < 4; ++phase) {
+      tile_phase<T>(a, phase, t, int64_t(threadIdx.x), int64_t(blockDim.x), tile_mem);
+      __syncthreads();
+    }
+  }
+}
+
 // cub::DeviceRadixSort::SortPairs over a DoubleBuffer (temp == nullptr: the size query,
 // host only). *sel: the buffer holding the sorted pairs, which CUB decides on the host.
 template <typename K, typename V, typename N>
@@ -205,6 +221,14 @@ struct CudaRunner {
     scatter_seg_put_kernel<U, V, I, D><<<blocks, kThreads, 0, stream>>>(a, units);
   }
   template <typename T, typename I, int D>
+  void tile(const TileArgs<I, D>& a, int64_t tiles, unsigned blocks, int64_t smem) {
+    // Above 48 KB a kernel must opt in; a refusal surfaces at the launch (cudaGetLastError).
+    (void)cudaFuncSetAttribute(scatter_tile_kernel<T, I, D>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    scatter_tile_kernel<T, I, D>
+        <<<blocks, kTileThreads, static_cast<size_t>(smem), stream>>>(a, tiles);
+  }
+  template <typename T, typename I, int D>
   void ws_init(const WsArgs<I, D>& a, unsigned blocks) {
     scatter_ws_init_kernel<T, I, D><<<blocks, kThreads, 0, stream>>>(a);
   }
@@ -217,14 +241,14 @@ struct CudaRunner {
 }  // namespace
 
 size_t scatter_cuda_workspace_bytes_with(const ScatterArgs& args, const ScatterPlan& plan,
-                                         SortedChoice choice) {
+                                         PathChoice choice) {
   CudaRunner runner{nullptr};  // the size query launches nothing
   return static_cast<size_t>(call_layout(args, plan, choice, runner).total);
 }
 
 Status scatter_cuda_with(const ScatterArgs& args, const ScatterPlan& plan, void* workspace,
                          size_t workspace_bytes, void* stream, ErrorDetail* err,
-                         SortedChoice choice) {
+                         PathChoice choice) {
   if (plan.elems.numel == 0 && (plan.in_place || plan.copy.numel == 0)) return Status::kOk;
 
   int device = 0;
@@ -260,17 +284,30 @@ Status scatter_cuda_with(const ScatterArgs& args, const ScatterPlan& plan, void*
   return Status::kOk;
 }
 
+// STRIDEWISE_SCATTER_CUDA_PATH (auto|plain|segments|tile), read once: forces a path for
+// benchmarks and profiles (where the call allows it). An unknown value is ignored (auto), never
+// an error on a user's call.
+namespace {
+PathChoice forced_path() {
+  static const PathChoice choice = [] {
+    PathChoice c = PathChoice::kAuto;
+    return parse_path_choice(std::getenv("STRIDEWISE_SCATTER_CUDA_PATH"), &c) ? c
+                                                                              : PathChoice::kAuto;
+  }();
+  return choice;
+}
+}  // namespace
+
 }  // namespace cuda_scatter
 
 size_t scatter_cuda_workspace_bytes(const ScatterArgs& args, const ScatterPlan& plan) {
-  return cuda_scatter::scatter_cuda_workspace_bytes_with(args, plan,
-                                                         cuda_scatter::SortedChoice::kAuto);
+  return cuda_scatter::scatter_cuda_workspace_bytes_with(args, plan, cuda_scatter::forced_path());
 }
 
 Status scatter_cuda(const ScatterArgs& args, const ScatterPlan& plan, void* workspace,
                     size_t workspace_bytes, void* stream, ErrorDetail* err) {
   return cuda_scatter::scatter_cuda_with(args, plan, workspace, workspace_bytes, stream, err,
-                                         cuda_scatter::SortedChoice::kAuto);
+                                         cuda_scatter::forced_path());
 }
 
 }  // namespace stridewise

@@ -10,184 +10,31 @@
 //     with one (float16/bfloat16, mean, include_self = false): ws_init -> acc_elems /
 //     acc_lines into the workspace -> ws_final into out;
 //     or, with a shared index (scatter_cuda_sorted.h, sort_shape's rule): sort_keys -> sort
-//     -> seg_put, or seg_acc -> seg_fix (scatter_cuda_segments.h), straight into out.
+//     -> seg_put, or seg_acc -> seg_fix (scatter_cuda_segments.h), straight into out;
+//     or, accumulating with an index per element (scatter_cuda_tile.h, tile_shape's rule):
+//     one tile kernel, accumulators in shared memory, straight into out.
 // The workspace: an accumulator of AccOf<T> per out element, then (mean or include_self =
 // false) an int32 count per out element, each part 256-byte aligned. Both are dense over
 // out's shape with out's dims ordered by out's strides (largest first): out's memory order,
-// so ws_init/ws_final walk both in step. The sorted path needs neither: its workspace is two
-// key arrays, two position arrays (line_len each, 4 or 8 bytes) and CUB's temporary storage
-// (the runner's sort_temp_bytes: CUB's host-side query), each part 256-byte aligned.
+// so ws_init/ws_final walk both in step. The segment path needs neither: its workspace is two
+// key arrays, two position arrays (line_len each, 4 or 8 bytes), CUB's temporary storage
+// (the runner's sort_temp_bytes: CUB's host-side query) and, for accumulating combines, the
+// carry (2 x lines AccOf<T> per chunk), each part 256-byte aligned. The tile path needs none.
+// Helpers (type dispatch, ws_layout, grid sizes): scatter_cuda_launch.h.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <string>
 
+#include "scatter_cuda_launch.h"
 #include "scatter_cuda_sorted.h"
+#include "scatter_cuda_tile.h"
 #include "stridewise/layout.h"
 #include "stridewise/scatter.h"
 
 namespace stridewise {
 namespace cuda_scatter {
-
-using cuda_gather::addr;
-using cuda_gather::ceil_div;
-using cuda_gather::kI32Max;
-using cuda_gather::kMaxBlocks;
-using cuda_gather::Tag;
-using cuda_gather::UnitOf;
-
-// f(Tag<T>) for the storage type of dtype t; kUnsupported when scatter has no arithmetic.
-template <typename F>
-Status with_type(DType t, F&& f) {
-  switch (t) {
-    case DType::kBool:
-      return f(Tag<Bool>{});
-    case DType::kUInt8:
-      return f(Tag<uint8_t>{});
-    case DType::kInt8:
-      return f(Tag<int8_t>{});
-    case DType::kInt16:
-      return f(Tag<int16_t>{});
-    case DType::kInt32:
-      return f(Tag<int32_t>{});
-    case DType::kInt64:
-      return f(Tag<int64_t>{});
-    case DType::kFloat16:
-      return f(Tag<F16>{});
-    case DType::kBFloat16:
-      return f(Tag<BF16>{});
-    case DType::kFloat32:
-      return f(Tag<float>{});
-    case DType::kFloat64:
-      return f(Tag<double>{});
-    case DType::kComplex64:
-      return f(Tag<Cx<float>>{});
-    case DType::kComplex128:
-      return f(Tag<Cx<double>>{});
-    default:
-      return Status::kUnsupported;
-  }
-}
-
-// Offset type x calculator capacity (4 or kMaxRank only: the instantiation budget).
-template <typename F>
-Status with_offsets(bool u32, int rank, F&& f) {
-  if (rank <= 4) {
-    if (u32) return f(Tag<uint32_t>{}, std::integral_constant<int, 4>{});
-    return f(Tag<int64_t>{}, std::integral_constant<int, 4>{});
-  }
-  if (u32) return f(Tag<uint32_t>{}, std::integral_constant<int, kMaxRank>{});
-  return f(Tag<int64_t>{}, std::integral_constant<int, kMaxRank>{});
-}
-
-// f(integral_constant<int, V>) for V = 1 or 16 / B (the only vector widths instantiated).
-template <int B, typename F>
-Status with_vec(int v, F&& f) {
-  if constexpr (B <= 8 && 16 % B == 0) {
-    if (v == 16 / B) return f(std::integral_constant<int, 16 / B>{});
-  }
-  if (v != 1) return Status::kUnsupported;
-  return f(std::integral_constant<int, 1>{});
-}
-
-inline int64_t align256(int64_t b) {
-  return (b + 255) / 256 * 256;
-}
-
-// Bytes of the accumulation type (scatter_cuda_types.h): 4 for float16/bfloat16 (float32) and
-// for bool and 1-/2-byte integers (int32); the element size otherwise.
-inline int acc_bytes(DType t) {
-  return elem_size(t) < 4 ? 4 : elem_size(t);
-}
-
-// Where the workspace parts lie; total 0 when the call needs none.
-struct WsLayout {
-  bool needed = false;
-  bool counts = false;
-  int64_t count_at = 0;  // bytes from the start
-  int64_t total = 0;
-  bool sorted = false;  // the sorted path's parts instead (bytes from the start)
-  SortShape sort;
-  int64_t keys_at[2] = {0, 0};
-  int64_t vals_at[2] = {0, 0};
-  int64_t temp_at = 0;
-  int64_t temp_bytes = 0;
-  int64_t carry_at = 0;
-};
-
-inline int64_t seg_chunks(int64_t n) {
-  return ceil_div(n, kSegChunk);
-}
-
-// `sort`: the call's sort_shape; sort_temp: CUB's temporary bytes for it.
-inline WsLayout ws_layout(const ScatterArgs& a, const SortShape& sort = {}, int64_t sort_temp = 0) {
-  WsLayout w;
-  if (sort.use) {
-    const int64_t part = align256(sort.n * (sort.wide ? 8 : 4));
-    w.needed = w.sorted = true;
-    w.sort = sort;
-    for (int k = 0; k < 2; ++k) {
-      w.keys_at[k] = k * part;
-      w.vals_at[k] = (2 + k) * part;
-    }
-    w.temp_at = 4 * part;
-    w.temp_bytes = align256(sort_temp > 0 ? sort_temp : 0);
-    w.carry_at = w.temp_at + w.temp_bytes;
-    const int64_t carry =
-        a.desc.accumulates() ? seg_chunks(sort.n) * 2 * sort.lines * acc_bytes(a.out.dtype) : 0;
-    w.total = w.carry_at + align256(carry);
-    return w;
-  }
-  const Combine c = a.desc.combine;
-  if (c == Combine::kCopy) return w;
-  const bool low = acc_bytes(a.out.dtype) != elem_size(a.out.dtype);  // narrow: int32/float32
-  w.counts = c == Combine::kMean || !a.desc.include_self;
-  w.needed = low || w.counts;
-  if (!w.needed) return w;
-  const int64_t n = a.out.numel();
-  w.count_at = align256(n * acc_bytes(a.out.dtype));
-  w.total = w.count_at + (w.counts ? align256(n * 4) : 0);
-  return w;
-}
-
-// Dense strides over out's shape in out's memory order (largest out stride outermost).
-inline void ws_strides(const StridedView& out, int64_t* st) {
-  int order[kMaxRank];
-  for (int d = 0; d < out.rank; ++d) order[d] = d;
-  std::stable_sort(order, order + out.rank,
-                   [&](int x, int y) { return out.strides[x] > out.strides[y]; });
-  int64_t acc = 1;
-  for (int i = out.rank - 1; i >= 0; --i) {
-    st[order[i]] = acc;
-    acc *= out.sizes[order[i]];
-  }
-}
-
-inline unsigned grid_for(int64_t n) {
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min(ceil_div(n, kThreads), kMaxBlocks)));
-}
-
-// A (target, index, src) plan like ScatterPlan::elems (lines: sizes[dim] = 1) with the
-// workspace as operand 0.
-inline LoopPlan<3> ws_scatter_plan(const ScatterArgs& a, const ScatterPlan& p, const int64_t* wst,
-                                   bool lines) {
-  const int r = a.index.rank;
-  int64_t sizes[kMaxRank] = {}, t[kMaxRank] = {}, s[kMaxRank] = {};
-  for (int d = 0; d < r; ++d) {
-    sizes[d] = lines && d == p.dim ? (a.index.sizes[d] == 0 ? 0 : 1) : a.index.sizes[d];
-    t[d] = d == p.dim ? 0 : wst[d];
-    s[d] = a.has_value ? 0 : a.src.strides[d];
-  }
-  const int64_t* strides[3] = {t, a.index.strides, s};
-  int64_t extra[3] = {0, 0, 0};
-  if (r > 0 && p.out_dim_size > 0) extra[0] = (p.out_dim_size - 1) * wst[p.dim];
-  if (lines && p.line_len > 0) {
-    extra[1] = (p.line_len - 1) * p.index_dim_stride;
-    extra[2] = (p.line_len - 1) * p.src_dim_stride;
-  }
-  return plan_loop<3>(r, sizes, strides, extra);
-}
 
 template <typename Runner>
 struct Launcher {
@@ -399,6 +246,44 @@ struct Launcher {
     return static_cast<int>(v);
   }
 
+  // The tile path (scatter_cuda_tile.h) straight into out.
+  Status tile(const TileShape& ts) {
+    const LoopPlan<3>& l = plan.lines;
+    const bool u32 = l.fits_int32 && plan.line_len <= kI32Max;
+    const int64_t tiles = ceil_div(l.numel, ts.tile);
+    const unsigned blocks =
+        static_cast<unsigned>(std::max<int64_t>(1, std::min(tiles, kMaxBlocks)));
+    return with_type(args.out.dtype, [&](auto tt) {
+      using T = typename decltype(tt)::type;
+      return with_offsets(u32, l.rank, [&](auto it, auto dims) {
+        using I = typename decltype(it)::type;
+        constexpr int D = decltype(dims)::value;
+        TileArgs<I, D> p;
+        p.out = args.out.data;
+        p.index = args.index.data;
+        p.src = args.has_value ? nullptr : args.src.data;
+        p.idx64 = idx64;
+        p.has_value = args.has_value;
+        p.combine = args.desc.combine;
+        p.include_self = args.desc.include_self;
+        p.counts = ts.counts;
+        memcpy(p.value.b, args.value, sizeof p.value.b);
+        p.calc = OffsetCalculator<3, I, D>(l);
+        p.lines = l.numel;
+        p.tile = ts.tile;
+        p.log2_tile = ts.log2_tile;
+        p.n = plan.out_dim_size;
+        p.line_len = plan.line_len;
+        p.out_dim_stride = static_cast<I>(plan.out_dim_stride);
+        p.index_dim_stride = static_cast<I>(plan.index_dim_stride);
+        p.src_dim_stride = static_cast<I>(plan.src_dim_stride);
+        p.abort = abort;
+        runner.template tile<T, I, D>(p, tiles, blocks, ts.smem_bytes);
+        return Status::kOk;
+      });
+    });
+  }
+
   template <typename T>
   Status combine(void* workspace) {
     // complex128 multiply has no 16-byte atomic here: its lines never race (no atomics).
@@ -425,10 +310,18 @@ struct Launcher {
 };
 
 // The call's workspace layout (the runner answers CUB's size query; negative: it failed).
+inline TileShape call_tile(const ScatterArgs& a, const ScatterPlan& p, PathChoice choice) {
+  return tile_shape(a, p, choice, acc_bytes(a.out.dtype));
+}
+
+// The call's workspace layout (the runner answers CUB's size query; negative: it failed).
+// The tile path needs none.
 template <typename Runner>
-WsLayout call_layout(const ScatterArgs& a, const ScatterPlan& p, SortedChoice choice,
-                     Runner& runner, int64_t* sort_temp = nullptr) {
+WsLayout call_layout(const ScatterArgs& a, const ScatterPlan& p, PathChoice choice, Runner& runner,
+                     int64_t* sort_temp = nullptr) {
   const SortShape s = sort_shape(a, p, choice);
+  if (sort_temp) *sort_temp = 0;
+  if (!s.use && call_tile(a, p, choice).use) return WsLayout{};
   const int64_t t = s.use ? runner.sort_temp_bytes(s) : 0;
   if (sort_temp) *sort_temp = t;
   return ws_layout(a, s, t);
@@ -439,7 +332,7 @@ WsLayout call_layout(const ScatterArgs& a, const ScatterPlan& p, SortedChoice ch
 template <typename Runner>
 Status run_scatter(const ScatterArgs& args, const ScatterPlan& plan, void* workspace,
                    size_t workspace_bytes, const ScatterSite& site, const Abort& abort,
-                   Runner& runner, std::string* why, SortedChoice choice = SortedChoice::kAuto) {
+                   Runner& runner, std::string* why, PathChoice choice = PathChoice::kAuto) {
   const char* fn = "scatter_cuda: ";
   const int esize = elem_size(args.out.dtype);
   const bool accumulates = args.desc.accumulates();
@@ -486,6 +379,12 @@ Status run_scatter(const ScatterArgs& args, const ScatterPlan& plan, void* works
     return st;
   }
   if (!accumulates) return L.put(unit, esize / unit);
+  const TileShape ts = call_tile(args, plan, choice);
+  if (ts.use) {
+    st = L.tile(ts);
+    if (st != Status::kOk) *why = std::string(fn) + "unsupported element type";
+    return st;
+  }
   st = with_type(args.out.dtype, [&](auto tt) {
     return L.template combine<typename decltype(tt)::type>(workspace);
   });

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "scatter_cuda_segments.h"
 #include "stridewise/scatter.h"
@@ -23,9 +24,28 @@
 namespace stridewise {
 namespace cuda_scatter {
 
-// kAuto: the rule of sort_shape; kAlways: whenever the index is shared (tests); kNever: the
-// atomics / lines kernels always (tests, benchmarks).
-enum class SortedChoice : int { kAuto, kNever, kAlways };
+// Which path run_scatter takes where several could run. kAuto: the rules of sort_shape and
+// tile_shape (scatter_cuda_tile.h); kNever: neither, the atomics or lines kernels (tests,
+// benchmarks: the reference path); kAlways: the segment path whenever the index is shared
+// (tests); kTile: the tile path whenever it can take the call, else the atomics (tests).
+enum class PathChoice : int { kAuto, kNever, kAlways, kTile };
+
+// STRIDEWISE_SCATTER_CUDA_PATH's values: auto | plain (kNever) | segments (kAlways) | tile.
+// False (and *c untouched) for anything else.
+inline bool parse_path_choice(const char* s, PathChoice* c) {
+  const std::string v = s ? s : "";
+  if (v.empty() || v == "auto")
+    *c = PathChoice::kAuto;
+  else if (v == "plain")
+    *c = PathChoice::kNever;
+  else if (v == "segments")
+    *c = PathChoice::kAlways;
+  else if (v == "tile")
+    *c = PathChoice::kTile;
+  else
+    return false;
+  return true;
+}
 
 // Selection rule (kAuto), for a shared index with line_len >= 2:
 //  - deterministic: always (the alternative is one thread walking each line);
@@ -51,11 +71,11 @@ inline bool index_shared(const ScatterArgs& a) {
   return true;
 }
 
-inline SortShape sort_shape(const ScatterArgs& a, const ScatterPlan& p, SortedChoice choice) {
+inline SortShape sort_shape(const ScatterArgs& a, const ScatterPlan& p, PathChoice choice) {
   SortShape s;
-  if (choice == SortedChoice::kNever) return s;
+  if (choice == PathChoice::kNever || choice == PathChoice::kTile) return s;
   if (p.elems.numel == 0 || p.line_len < 2 || !index_shared(a)) return s;
-  if (choice == SortedChoice::kAuto && !a.deterministic &&
+  if (choice == PathChoice::kAuto && !a.deterministic &&
       (p.elems.numel < kSegMinElems || p.lines.numel < kSegMinLines))
     return s;
   s.use = true;
@@ -109,10 +129,9 @@ struct SortArgs {
 // Internal (tests, benchmarks): scatter_cuda_workspace_bytes and scatter_cuda with the sorted
 // path's choice given (scatter_cuda itself uses kAuto). Defined in scatter_cuda.cu.
 size_t scatter_cuda_workspace_bytes_with(const ScatterArgs& args, const ScatterPlan& plan,
-                                         SortedChoice choice);
+                                         PathChoice choice);
 Status scatter_cuda_with(const ScatterArgs& args, const ScatterPlan& plan, void* workspace,
-                         size_t workspace_bytes, void* stream, ErrorDetail* err,
-                         SortedChoice choice);
+                         size_t workspace_bytes, void* stream, ErrorDetail* err, PathChoice choice);
 
 }  // namespace cuda_scatter
 }  // namespace stridewise

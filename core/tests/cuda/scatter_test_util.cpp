@@ -509,7 +509,7 @@ Status emulate_scatter(const ScatterArgs& a, ScatterHostRunner& r, ErrorDetail* 
   Status s = stridewise::plan_scatter(a, &plan, e);
   if (s != Status::kOk) return s;
   if (plan.elems.numel == 0 && (plan.in_place || plan.copy.numel == 0)) return Status::kOk;
-  const int64_t total = cs::call_layout(a, plan, r.sorted, r).total;
+  const int64_t total = cs::call_layout(a, plan, r.path, r).total;
   std::vector<unsigned char> ws(static_cast<size_t>(total) + 256, 0xCD);  // "uninitialized"
   unsigned char* wsp = ws.data() + (256 - cs::addr(ws.data()) % 256) % 256;
   const int64_t gen = 5 + stridewise::kAbortRingWords;
@@ -518,7 +518,7 @@ Status emulate_scatter(const ScatterArgs& a, ScatterHostRunner& r, ErrorDetail* 
   const cs::ScatterSite site{nullptr, static_cast<int32_t>(a.desc.op), plan.dim, plan.out_dim_size};
   std::string why;
   s = cs::run_scatter(a, plan, total ? wsp : nullptr, static_cast<size_t>(total), site, abort, r,
-                      &why, r.sorted);
+                      &why, r.path);
   if (s != Status::kOk) {
     if (e) e->message = why;
     return s;
@@ -533,7 +533,7 @@ Status emulate_scatter(const ScatterArgs& a, ScatterHostRunner& r, ErrorDetail* 
 }
 
 ::testing::AssertionResult scatter_emulated_matches(ScatterCase& c, uint64_t seed,
-                                                    unsigned grid_cap, cs::SortedChoice sorted,
+                                                    unsigned grid_cap, cs::PathChoice path,
                                                     std::vector<std::string>* ran_out) {
   const std::string where = "\n  case: " + c.describe() + "\n  grid cap " +
                             std::to_string(grid_cap) +
@@ -544,7 +544,7 @@ Status emulate_scatter(const ScatterArgs& a, ScatterHostRunner& r, ErrorDetail* 
   const ScatterArgs a = c.args();
   ScatterHostRunner r;
   r.grid_cap = grid_cap;
-  r.sorted = sorted;
+  r.path = path;
   ErrorDetail e;
   const Status s = emulate_scatter(a, r, &e);
   std::string ran;

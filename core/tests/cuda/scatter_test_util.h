@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -87,7 +88,7 @@ std::string compare_out(const ScatterCase& c, const unsigned char* got,
 // or, for odd end_bit, back into buffer 0, the other buffer and CUB's temp then poisoned.
 struct ScatterHostRunner {
   unsigned grid_cap = 0;
-  cs::SortedChoice sorted = cs::SortedChoice::kAuto;  // emulate_scatter's choice
+  cs::PathChoice path = cs::PathChoice::kAuto;  // emulate_scatter's choice
   cs::BadIndex first;
   std::vector<std::string> launches;  // kernel names, in order
   int64_t blocks_skipped = 0;         // blocks that saw the abort word raised
@@ -134,6 +135,27 @@ struct ScatterHostRunner {
     run("seg_put", &a.abort, blocks, [&](unsigned b, unsigned t, unsigned g) {
       cs::seg_put_thread<U, V>(a, units, int64_t(b), int64_t(t), int64_t(g));
     });
+  }
+  // Each tile of each block: the four phases in order, each for every thread (the barriers),
+  // over a fresh poisoned shared memory.
+  template <typename T, typename I, int D>
+  void tile(const cs::TileArgs<I, D>& a, int64_t tiles, unsigned blocks, int64_t smem) {
+    launches.push_back("tile");
+    const unsigned g = grid(blocks);
+    std::vector<unsigned char> mem(static_cast<size_t>(smem) + 16);
+    void* base = mem.data() + (16 - cs::addr(mem.data()) % 16) % 16;
+    for (unsigned b = 0; b < g; ++b) {
+      if (cs::aborted(a.abort)) {
+        ++blocks_skipped;
+        continue;
+      }
+      for (int64_t t = b; t < tiles; t += g) {
+        std::fill(mem.begin(), mem.end(), 0xEE);
+        for (int phase = 0; phase < 4; ++phase)
+          for (int64_t th = 0; th < cs::kTileThreads; ++th)
+            cs::tile_phase<T>(a, phase, t, th, cs::kTileThreads, base);
+      }
+    }
   }
   template <typename I, int D>
   void validate(const cs::ValidateArgs<I, D>& a, unsigned blocks) {
@@ -190,9 +212,10 @@ stridewise::Status emulate_scatter(const stridewise::ScatterArgs& a, ScatterHost
 
 // Emulates c and checks status, report (value bad, position in plan order holds it) and
 // the whole out storage against reference_scatter.
-// `sorted`: the runner's choice of the sorted path; `ran` (optional): the launches.
-::testing::AssertionResult scatter_emulated_matches(
-    ScatterCase& c, uint64_t seed, unsigned grid_cap = 0,
-    cs::SortedChoice sorted = cs::SortedChoice::kAuto, std::vector<std::string>* ran = nullptr);
+// `path`: the runner's choice of path (PathChoice); `ran` (optional): the launches.
+::testing::AssertionResult scatter_emulated_matches(ScatterCase& c, uint64_t seed,
+                                                    unsigned grid_cap = 0,
+                                                    cs::PathChoice path = cs::PathChoice::kAuto,
+                                                    std::vector<std::string>* ran = nullptr);
 
 }  // namespace swct

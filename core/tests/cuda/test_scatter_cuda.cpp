@@ -49,13 +49,12 @@ struct DeviceScatter {
   }
   // Plans, allocates the workspace, runs on `stream`, synchronizes and polls. `choice`: the
   // sorted path's (scatter_cuda_sorted.h); kAuto is scatter_cuda itself.
-  Status run(cudaStream_t stream, ErrorDetail* e,
-             cs::SortedChoice choice = cs::SortedChoice::kAuto) {
+  Status run(cudaStream_t stream, ErrorDetail* e, cs::PathChoice choice = cs::PathChoice::kAuto) {
     ScatterPlan plan;
     Status s = stridewise::plan_scatter(args, &plan, e);
     if (s != Status::kOk) return s;
     const size_t bytes = cs::scatter_cuda_workspace_bytes_with(args, plan, choice);
-    if (choice == cs::SortedChoice::kAuto) {
+    if (choice == cs::PathChoice::kAuto) {
       EXPECT_EQ(bytes, stridewise::scatter_cuda_workspace_bytes(args, plan));
     }
     if (bytes > ws_bytes) {
@@ -65,7 +64,7 @@ struct DeviceScatter {
       if (cudaMalloc(&ws, bytes) != cudaSuccess) return Status::kDeviceError;
       ws_bytes = bytes;
     }
-    s = choice == cs::SortedChoice::kAuto
+    s = choice == cs::PathChoice::kAuto
             ? stridewise::scatter_cuda(args, plan, ws, bytes, stream, e)
             : cs::scatter_cuda_with(args, plan, ws, bytes, stream, e, choice);
     if (s != Status::kOk) return s;
@@ -84,7 +83,8 @@ double rtol_of(DType t) {
 
 // GPU result of c against scatter_cpu's on the same inputs (floating: within rtol_of and atol).
 ::testing::AssertionResult matches_cpu(ScatterCase& c, cudaStream_t stream, uint64_t seed,
-                                       double atol = 1e-6) {
+                                       double atol = 1e-6,
+                                       cs::PathChoice path = cs::PathChoice::kAuto) {
   const std::string where =
       "\n  case: " + c.describe() + "\n  STRIDEWISE_TEST_SEED=" + std::to_string(seed);
   int64_t bad = 0;
@@ -94,7 +94,7 @@ double rtol_of(DType t) {
   if (d.status() != cudaSuccess)
     return ::testing::AssertionFailure() << "device copy failed" << where;
   ErrorDetail e;
-  const Status gs = d.run(stream, &e);
+  const Status gs = d.run(stream, &e, path);
   ErrorDetail ce;
   const Status cs_ = stridewise::scatter_cpu(c.args(), stridewise::serial_cpu_executor(), &ce);
   if (gs != cs_)
@@ -226,8 +226,8 @@ TEST_F(ScatterCuda, SegmentsRepeatAndMatchLines) {
         ScatterCase c = shared_index_case(rng, dt, Combine(comb), incl, swt::coin(rng, 0.5),
                                           swt::coin(rng, 0.1), sh.out, sh.dim, sh.line_len, true);
         std::vector<unsigned char> got[3];
-        const cs::SortedChoice ch[3] = {cs::SortedChoice::kAlways, cs::SortedChoice::kAlways,
-                                        cs::SortedChoice::kNever};
+        const cs::PathChoice ch[3] = {cs::PathChoice::kAlways, cs::PathChoice::kAlways,
+                                      cs::PathChoice::kNever};
         for (int k = 0; k < 3; ++k) {
           DeviceScatter d(c);
           ASSERT_EQ(d.status(), cudaSuccess);
@@ -258,7 +258,48 @@ TEST_F(ScatterCuda, SegmentsRepeatAndMatchLines) {
   ErrorDetail e;
   ASSERT_EQ(stridewise::plan_scatter(c.args(), &plan, &e), Status::kOk);
   EXPECT_GT(stridewise::scatter_cuda_workspace_bytes(c.args(), plan), 0u);
-  EXPECT_EQ(cs::scatter_cuda_workspace_bytes_with(c.args(), plan, cs::SortedChoice::kNever), 0u);
+  EXPECT_EQ(cs::scatter_cuda_workspace_bytes_with(c.args(), plan, cs::PathChoice::kNever), 0u);
+}
+
+// The tile path (scatter_cuda_tile.h) on the GPU, forced where it can run: shared-memory
+// atomics, the dynamic shared memory opt-in above 48 KB (out's dim up to 3000), several tiles
+// per block, random layouts; every accumulating combine and include_self, against
+// scatter_cpu. Then bad values: nothing written, the record filled.
+TEST_F(ScatterCuda, TilePathMatchesCpu) {
+  swt::Rng rng(seed_);
+  int failures = 0, tiled = 0;
+  for (int i = 0; i < 150 && failures < 5; ++i) {
+    ScatterCaseOpts o;
+    o.deterministic = 0;
+    o.rank = static_cast<int>(swt::rand_int(rng, 1, 3));
+    o.max_size = i % 3 == 0 ? 3000 / (o.rank * o.rank) : 40;
+    o.nan = swt::coin(rng, 0.1);
+    ScatterCase c = random_scatter_case(rng, o);
+    if (c.desc.combine == Combine::kCopy) continue;
+    ScatterPlan plan;
+    ErrorDetail e;
+    ASSERT_EQ(stridewise::plan_scatter(c.args(), &plan, &e), Status::kOk);
+    tiled += cs::call_tile(c.args(), plan, cs::PathChoice::kTile).use ? 1 : 0;
+    const auto r = matches_cpu(c, stream_, seed_, 1e-6, cs::PathChoice::kTile);
+    EXPECT_TRUE(r) << "iteration " << i;
+    failures += r ? 0 : 1;
+  }
+  EXPECT_GT(tiled, 50);
+  for (int i = 0; i < 20; ++i) {
+    ScatterCaseOpts o;
+    o.deterministic = 0;
+    o.rank = 2;
+    o.max_size = 500;
+    ScatterCase c = random_scatter_case(rng, o);
+    if (c.desc.combine == Combine::kCopy || !plant_bad_index(rng, c)) continue;
+    const std::vector<unsigned char> before(c.out.base(), c.out.base() + c.out.storage_bytes());
+    DeviceScatter d(c);
+    ASSERT_EQ(d.status(), cudaSuccess);
+    ErrorDetail e;
+    ASSERT_EQ(d.run(stream_, &e, cs::PathChoice::kTile), Status::kIndexOutOfRange) << c.describe();
+    const std::vector<unsigned char> got = d.out.download();
+    EXPECT_EQ(swt::diff_bytes(got.data(), before.data(), got.size()), "") << c.describe();
+  }
 }
 
 TEST_F(ScatterCuda, SortedBadIndexWritesNothing) {
@@ -272,7 +313,7 @@ TEST_F(ScatterCuda, SortedBadIndexWritesNothing) {
     DeviceScatter d(c);
     ASSERT_EQ(d.status(), cudaSuccess);
     ErrorDetail e;
-    ASSERT_EQ(d.run(stream_, &e, cs::SortedChoice::kAlways), Status::kIndexOutOfRange)
+    ASSERT_EQ(d.run(stream_, &e, cs::PathChoice::kAlways), Status::kIndexOutOfRange)
         << c.describe();
     EXPECT_EQ(e.dim, 0);
     EXPECT_EQ(e.hi, 40);
@@ -299,7 +340,7 @@ TEST_F(ScatterCuda, DISABLED_SortedPathTiming) {
                                       sh.out, 0, sh.line_len, false);
     DeviceScatter d(c);
     ASSERT_EQ(d.status(), cudaSuccess);
-    for (cs::SortedChoice ch : {cs::SortedChoice::kAlways, cs::SortedChoice::kNever}) {
+    for (cs::PathChoice ch : {cs::PathChoice::kAlways, cs::PathChoice::kNever}) {
       ErrorDetail e;
       ASSERT_EQ(d.run(stream_, &e, ch), Status::kOk) << e.message;  // warm-up, workspace
       cudaEvent_t t0, t1;
@@ -312,7 +353,7 @@ TEST_F(ScatterCuda, DISABLED_SortedPathTiming) {
       float ms = 0;
       cudaEventElapsedTime(&ms, t0, t1);
       std::printf("%-40s %-7s %10.3f ms\n", sh.name,
-                  ch == cs::SortedChoice::kAlways ? "sorted" : "lines", ms);
+                  ch == cs::PathChoice::kAlways ? "sorted" : "lines", ms);
       cudaEventDestroy(t0);
       cudaEventDestroy(t1);
     }

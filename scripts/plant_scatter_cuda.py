@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Planted faults in the CUDA scatter's segment path (and its validation), each of which the host emulation tests
-(core/tests/cuda/test_scatter_emulated.cpp) must catch. For each fault: patch the header,
-compile the two scatter emulation objects against it (-O1), link them with the other test
+"""Planted faults in the CUDA scatter's segment and tile paths and its validation, each of
+which the host emulation tests (core/tests/cuda/test_scatter_emulated*.cpp) must catch. For each fault: patch the header,
+compile the scatter emulation objects against it (-O1), link them with the other test
 objects of an existing build, run ScatterEmulated.*, restore the header. CPU only.
 
     cmake --build build --target stridewise_cuda_tests   # once, for the other objects
-    python3 scripts/plant_segments.py [fault ...]        # every fault by default
+    python3 scripts/plant_scatter_cuda.py [fault ...]    # every fault by default
 
 Prints one line per fault with the tests that failed; exits 1 if any fault went unnoticed.
 """
@@ -20,6 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SEG = "core/src/scatter_cuda_segments.h"
 DISPATCH = "core/src/scatter_cuda_dispatch.h"
+TILE = "core/src/scatter_cuda_tile.h"
 
 # name: (file, text, replacement)
 FAULTS = {
@@ -33,6 +34,11 @@ FAULTS = {
     "mean_count": (SEG, "seg_finish<T, V>(a, o, k, end - start, acc);", "seg_finish<T, V>(a, o, k, end - it.b, acc);"),
     "prefetch_stale": (SEG, "        seg_load<T, V>(a, s, j + 1, nx);\n", ""),
     "validate_one": (DISPATCH, "static_cast<I>(l.numel), site,  abort};", "static_cast<I>(1), site,  abort};"),
+    "tile_no_self": (TILE, "      m.acc[e] = a.include_self\n", "      m.acc[e] = false\n"),
+    "tile_no_count": (TILE, "      if (m.cnt) atomic_count(m.cnt + e);\n", ""),
+    "tile_no_zero": (TILE, "      if (m.cnt) m.cnt[e] = 0;\n", ""),
+    "tile_row": (TILE, "    out[I(m.off[i * 3]) + I(e >> a.log2_tile) * a.out_dim_stride] = Conv<T>::store(r);",
+                 "    out[I(m.off[i * 3])] = Conv<T>::store(r);"),
     "vec_any_stride": (DISPATCH, "    if (l.strides[kScatterOut][0] != 1 || (src && l.strides[kScatterSrc][0] != 1)) return 1;\n", ""),
 }
 
@@ -41,8 +47,9 @@ def build_and_run(build: Path, tmp: Path) -> str:
     objs = build / "core/tests/cuda/CMakeFiles/stridewise_cuda_tests.dir"
     flags = ["-DSW_HAVE_CUDA=1", f"-I{ROOT}/core/tests", f"-I{ROOT}/core/src", f"-I{ROOT}/core/include",
              "-isystem", "/usr/local/cuda/include", "-O1", "-std=c++17", "-w"]
-    mine = {"test_scatter_emulated.cpp": tmp / "emu.o", "scatter_test_util.cpp": tmp / "util.o"}
-    with ThreadPoolExecutor(2) as ex:
+    mine = {"test_scatter_emulated.cpp": tmp / "emu.o", "test_scatter_emulated_paths.cpp": tmp / "paths.o",
+            "scatter_test_util.cpp": tmp / "util.o"}
+    with ThreadPoolExecutor(3) as ex:
         for f in ex.map(lambda kv: subprocess.run(["c++", *flags, "-c", str(ROOT / "core/tests/cuda" / kv[0]),
                                                    "-o", str(kv[1])], capture_output=True, text=True),
                         mine.items()):
@@ -50,7 +57,7 @@ def build_and_run(build: Path, tmp: Path) -> str:
                 return "compile failed: " + f.stderr[-400:]
     others = [p for p in sorted(objs.rglob("*.o")) if p.name.removesuffix(".o") not in mine]
     exe = tmp / "t"
-    link = subprocess.run(["c++", *map(str, others), str(tmp / "emu.o"), str(tmp / "util.o"), "-o", str(exe),
+    link = subprocess.run(["c++", *map(str, others), *map(str, mine.values()), "-o", str(exe),
                            str(build / "core/libstridewise_core.a"), "-L/usr/local/cuda/lib64", "-lcudart",
                            "-lgtest", "-lgtest_main", "-lpthread"], capture_output=True, text=True)
     if link.returncode:
