@@ -34,7 +34,7 @@ FAULTS = {
     "mean_count": (SEG, "seg_finish<T, V>(a, o, k, end - start, acc);", "seg_finish<T, V>(a, o, k, end - it.b, acc);"),
     "prefetch_stale": (SEG, "        seg_load<T, V>(a, s, j + 1, nx);\n", ""),
     "validate_one": (DISPATCH, "static_cast<I>(l.numel), site,  abort};", "static_cast<I>(1), site,  abort};"),
-    "tile_no_self": (TILE, "      m.acc[e] = a.include_self\n", "      m.acc[e] = false\n"),
+    "tile_no_self": (TILE, "m.acc[e] = a.include_self ? Conv<T>::load(x[u]) : id;", "m.acc[e] = id;"),
     "tile_no_count": (TILE, "      if (m.cnt) atomic_count(m.cnt + e);\n", ""),
     "tile_no_zero": (TILE, "      if (m.cnt) m.cnt[e] = 0;\n", ""),
     "tile_row": (TILE, "    out[I(m.off[i * 3]) + I(e >> a.log2_tile) * a.out_dim_stride] = Conv<T>::store(r);",

@@ -27,9 +27,12 @@ namespace stridewise {
 namespace cuda_scatter {
 
 constexpr int kTileThreads = 1024;                   // threads per block of the tile kernel
-constexpr int64_t kTileSmemBytes = 192 * 1024;       // shared memory per block at most
 constexpr int64_t kTileMaxLines = 32;                // lines per block at most
 constexpr int64_t kTileMinElems = int64_t(1) << 16;  // below: the atomics kernel
+constexpr int kTileUnroll = 4;  // independent loads in flight per thread in phases 1 and 2
+// Shared memory per block at most: two blocks fit an SM of the H200 (228 KB), so one block's
+// loads overlap the other's barriers and finish phase (a first estimate, to be measured).
+constexpr int64_t kTileSmemBytes = 96 * 1024;
 
 struct TileShape {
   bool use = false;
@@ -48,7 +51,8 @@ SW_HOST_DEVICE SW_INLINE constexpr int64_t tile_offsets_bytes(int64_t tile) {
 // complex128 multiply); an index not shared (a shared one takes the segment path); at least
 // kTileMinElems positions; lines at least a quarter as long as out's dim (else most of the
 // columns read and written are untouched: the atomics kernel touches only what it adds to);
-// and a tile of at least 4 lines and 16 bytes of out per row fits kTileSmemBytes.
+// and a tile of at least 4 lines fits kTileSmemBytes (rows of a few bytes per block: the
+// neighbouring blocks, which run at the same time, read the rest of each sector from L2).
 // `acc_bytes`: bytes of AccOf<T>.
 inline TileShape tile_shape(const ScatterArgs& a, const ScatterPlan& p, PathChoice choice,
                             int acc_bytes) {
@@ -64,7 +68,7 @@ inline TileShape tile_shape(const ScatterArgs& a, const ScatterPlan& p, PathChoi
   const int64_t per_line = p.out_dim_size * (acc_bytes + (s.counts ? 4 : 0)) + 3 * 8;
   int64_t t = 1;
   while (t * 2 <= kTileMaxLines && (t * 2) * per_line <= kTileSmemBytes) t *= 2;
-  if (t * per_line > kTileSmemBytes || t < 4 || t * elem_size(a.out.dtype) < 16) return s;
+  if (t * per_line > kTileSmemBytes || t < 4) return s;
   s.use = true;
   s.tile = t;
   while ((int64_t(1) << s.log2_tile) < t) ++s.log2_tile;
@@ -136,13 +140,20 @@ SW_HOST_DEVICE SW_INLINE void tile_phase(const TileArgs<I, D>& a, int phase, int
   if (phase == 1) {
     const T* const out = static_cast<const T*>(a.out);
     const A id = Ops<A>::identity(a.combine);
-    for (int64_t e = thread; e < entries; e += threads) {
-      const int64_t i = e & mask;
-      if (i >= nl) continue;
-      m.acc[e] = a.include_self
-                     ? Conv<T>::load(out[I(m.off[i * 3]) + I(e >> a.log2_tile) * a.out_dim_stride])
-                     : id;
-      if (m.cnt) m.cnt[e] = 0;
+    for (int64_t e0 = thread; e0 < entries; e0 += threads * kTileUnroll) {
+      T x[kTileUnroll];
+      SW_HOST_ZERO(x);
+      for (int u = 0; u < kTileUnroll; ++u) {
+        const int64_t e = e0 + u * threads;
+        if (a.include_self && e < entries && (e & mask) < nl)
+          x[u] = out[I(m.off[(e & mask) * 3]) + I(e >> a.log2_tile) * a.out_dim_stride];
+      }
+      for (int u = 0; u < kTileUnroll; ++u) {
+        const int64_t e = e0 + u * threads;
+        if (e >= entries || (e & mask) >= nl) continue;
+        m.acc[e] = a.include_self ? Conv<T>::load(x[u]) : id;
+        if (m.cnt) m.cnt[e] = 0;
+      }
     }
     return;
   }
@@ -150,18 +161,31 @@ SW_HOST_DEVICE SW_INLINE void tile_phase(const TileArgs<I, D>& a, int phase, int
     const T* const src = static_cast<const T*>(a.src);
     const A val = a.has_value ? Conv<T>::load(value_as<T>(a.value)) : A{};
     const int64_t positions = a.line_len << a.log2_tile;
-    for (int64_t p = thread; p < positions; p += threads) {
-      const int64_t i = p & mask;
-      if (i >= nl) continue;
-      const I step = I(p >> a.log2_tile);
-      const int64_t v =
-          load_index(a.index, I(m.off[i * 3 + 1]) + step * a.index_dim_stride, a.idx64);
-      if (v < 0 || v >= a.n) continue;  // validation recorded it; never an address
-      const A x =
-          a.has_value ? val : Conv<T>::load(src[I(m.off[i * 3 + 2]) + step * a.src_dim_stride]);
-      const int64_t e = (v << a.log2_tile) + i;
-      atomic_combine<A>(m.acc + e, x, a.combine);
-      if (m.cnt) atomic_count(m.cnt + e);
+    for (int64_t p0 = thread; p0 < positions; p0 += threads * kTileUnroll) {
+      int64_t v[kTileUnroll];
+      A x[kTileUnroll];
+      SW_HOST_ZERO(x);
+      for (int u = 0; u < kTileUnroll; ++u) {
+        const int64_t p = p0 + u * threads, i = p & mask;
+        v[u] = -1;
+        if (p < positions && i < nl)
+          v[u] = load_index(a.index, I(m.off[i * 3 + 1]) + I(p >> a.log2_tile) * a.index_dim_stride,
+                            a.idx64);
+      }
+      for (int u = 0; u < kTileUnroll; ++u) {
+        const int64_t p = p0 + u * threads, i = p & mask;
+        if (v[u] < 0 || v[u] >= a.n) continue;  // past the end, or bad: never an address
+        x[u] =
+            a.has_value
+                ? val
+                : Conv<T>::load(src[I(m.off[i * 3 + 2]) + I(p >> a.log2_tile) * a.src_dim_stride]);
+      }
+      for (int u = 0; u < kTileUnroll; ++u) {
+        if (v[u] < 0 || v[u] >= a.n) continue;
+        const int64_t e = (v[u] << a.log2_tile) + ((p0 + u * threads) & mask);
+        atomic_combine<A>(m.acc + e, x[u], a.combine);
+        if (m.cnt) atomic_count(m.cnt + e);
+      }
     }
     return;
   }
