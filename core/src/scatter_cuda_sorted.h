@@ -49,8 +49,9 @@ inline bool parse_path_choice(const char* s, PathChoice* c) {
 
 // Selection rule (kAuto), for a shared index with line_len >= 2:
 //  - deterministic: always (the alternative is one thread walking each line);
-//  - otherwise when the sort is paid for: at least kSegMinElems elements in all and at least
-//    kSegMinLines lines (elements per sorted key). Below that, one atomic per element.
+//  - otherwise for accumulating combines when the sort is paid for: at least kSegMinElems
+//    elements in all and at least kSegMinLines lines (elements per sorted key). Below that,
+//    one atomic per element; copy (any writer may win) is one plain write per element.
 // First estimates, to be measured on the H200 (bench_scatter.py): the sort of line_len keys
 // costs about as much as reading line_len * kSegMinLines / 8 elements.
 constexpr int64_t kSegMinElems = int64_t(1) << 20;
@@ -76,7 +77,7 @@ inline SortShape sort_shape(const ScatterArgs& a, const ScatterPlan& p, PathChoi
   if (choice == PathChoice::kNever || choice == PathChoice::kTile) return s;
   if (p.elems.numel == 0 || p.line_len < 2 || !index_shared(a)) return s;
   if (choice == PathChoice::kAuto && !a.deterministic &&
-      (p.elems.numel < kSegMinElems || p.lines.numel < kSegMinLines))
+      (!a.desc.accumulates() || p.elems.numel < kSegMinElems || p.lines.numel < kSegMinLines))
     return s;
   s.use = true;
   s.n = p.line_len;

@@ -324,6 +324,10 @@ TEST(ScatterEmulated, SortedRuleAndWorkspace) {
   small = args({64, 32}, {32768, 32}, {1, 0}, 0);
   small.deterministic = false;
   EXPECT_TRUE(shape(small).use);
+  small.desc = stridewise::scatter_desc(stridewise::OpCode::kScatter, Combine::kCopy);
+  EXPECT_FALSE(shape(small).use);  // copy: one write per element, any writer may win
+  small.deterministic = true;
+  EXPECT_TRUE(shape(small).use);
   ScatterArgs narrow = args({64, 31}, {1 << 20, 31}, {1, 0}, 0);  // 31 lines
   narrow.deterministic = false;
   EXPECT_FALSE(shape(narrow).use);
