@@ -24,6 +24,25 @@ using stridewise::ErrorDetail;
 using stridewise::ScatterArgs;
 using stridewise::ScatterPlan;
 using stridewise::Status;
+
+// Views over fake addresses for the rule tests (nothing is ever touched): operand k's data at
+// (k + 1) << 44.
+void* fake(int k) {
+  return reinterpret_cast<void*>((uintptr_t(k) + 1) << 44);
+}
+
+stridewise::StridedView view(void* p, DType dt, const std::vector<int64_t>& sz,
+                             const std::vector<int64_t>& st) {
+  stridewise::StridedView v;
+  v.data = p;
+  v.dtype = dt;
+  v.rank = static_cast<int>(sz.size());
+  for (size_t d = 0; d < sz.size(); ++d) {
+    v.sizes[d] = sz[d];
+    v.strides[d] = st[d];
+  }
+  return v;
+}
 // ---- the sorted-segment path --------------------------------------------------------------
 
 bool ran_sorted(const std::vector<std::string>& l) {
@@ -182,19 +201,6 @@ TEST(ScatterEmulated, PathChoiceParse) {
 
 // tile_shape's rule and sizes, on views over fake addresses (nothing is touched).
 TEST(ScatterEmulated, TileRule) {
-  const auto fake = [](int k) { return reinterpret_cast<void*>((uintptr_t(k) + 1) << 44); };
-  const auto view = [](void* p, DType dt, const std::vector<int64_t>& sz,
-                       const std::vector<int64_t>& st) {
-    stridewise::StridedView v;
-    v.data = p;
-    v.dtype = dt;
-    v.rank = static_cast<int>(sz.size());
-    for (size_t d = 0; d < sz.size(); ++d) {
-      v.sizes[d] = sz[d];
-      v.strides[d] = st[d];
-    }
-    return v;
-  };
   auto args = [&](DType dt, const std::vector<int64_t>& osz, const std::vector<int64_t>& isz,
                   const std::vector<int64_t>& ist, Combine comb, bool incl) {
     ScatterArgs a;
@@ -271,19 +277,6 @@ TEST(ScatterEmulated, TileRule) {
 // The selection rule, key widths, end_bit and the workspace layout, on views over fake
 // addresses (nothing is touched).
 TEST(ScatterEmulated, SortedRuleAndWorkspace) {
-  const auto fake = [](int k) { return reinterpret_cast<void*>((uintptr_t(k) + 1) << 44); };
-  const auto view = [](void* p, DType dt, const std::vector<int64_t>& sz,
-                       const std::vector<int64_t>& st) {
-    stridewise::StridedView v;
-    v.data = p;
-    v.dtype = dt;
-    v.rank = static_cast<int>(sz.size());
-    for (size_t d = 0; d < sz.size(); ++d) {
-      v.sizes[d] = sz[d];
-      v.strides[d] = st[d];
-    }
-    return v;
-  };
   auto args = [&](const std::vector<int64_t>& osz, const std::vector<int64_t>& isz,
                   const std::vector<int64_t>& ist, int64_t dim) {
     ScatterArgs a;
