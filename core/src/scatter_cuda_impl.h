@@ -61,6 +61,30 @@ SW_HOST_DEVICE SW_INLINE T value_as(const Value& v) {
   return t;
 }
 
+// What every scatter body after validation reads and writes: out (for the accumulating
+// bodies: the target, out itself or the workspace's accumulator), index, src (unused when
+// has_value) and the value scalar. The bodies' argument structs derive from it, so one host
+// line fills it (operands_of).
+struct Operands {
+  void* out;
+  const void* index;
+  const void* src;
+  bool idx64;
+  bool has_value;
+  Value value;
+};
+
+inline Operands operands_of(const ScatterArgs& a, void* out) {
+  Operands o;
+  o.out = out;
+  o.index = a.index.data;
+  o.src = a.has_value ? nullptr : a.src.data;
+  o.idx64 = a.index.dtype == DType::kInt64;
+  o.has_value = a.has_value;
+  memcpy(o.value.b, a.value, sizeof o.value.b);
+  return o;
+}
+
 // ---- validation: the index's distinct elements, in its memory order ----------------------
 
 template <typename I, int D>
@@ -115,13 +139,7 @@ SW_HOST_DEVICE SW_INLINE void copy_thread(const CopyArgs<I, D>& a, I block, I th
 // ---- combine kCopy (scatter with src or value), per unit ---------------------------------
 
 template <typename I, int D>
-struct PutArgs {
-  void* out;
-  const void* index;
-  const void* src;  // unused when has_value
-  bool idx64;
-  bool has_value;
-  Value value;
+struct PutArgs : Operands {
   OffsetCalculator<3, I, D> calc;  // (out, index, src): ScatterPlan::elems or ::lines
   I numel;                         // positions of calc's plan
   I out_dim_stride;                // elements per unit of index value
@@ -166,16 +184,10 @@ SW_HOST_DEVICE SW_INLINE void put_lines_thread(const PutArgs<I, D>& a, I block, 
 // ---- accumulating combines, per storage type T (target holds AccOf<T>) --------------------
 
 template <typename I, int D>
-struct AccArgs {
-  void* target;    // AccOf<T>: out itself, or the workspace's accumulator
-  int32_t* count;  // null, or the workspace's counts (same offsets as target)
-  const void* index;
-  const void* src;  // T; unused when has_value
-  bool idx64;
-  bool has_value;
+struct AccArgs : Operands {  // out: AccOf<T>, out itself or the workspace's accumulator
+  int32_t* count;            // null, or the workspace's counts (same offsets as out)
   Combine combine;
-  Value value;
-  OffsetCalculator<3, I, D> calc;  // (target, index, src), elems or lines
+  OffsetCalculator<3, I, D> calc;  // (out, index, src), elems or lines
   I numel;
   I target_dim_stride;
   int64_t size;
@@ -189,7 +201,7 @@ struct AccArgs {
 template <typename T, typename I, int D>
 SW_HOST_DEVICE SW_INLINE void acc_elems_thread(const AccArgs<I, D>& a, I block, I thread, I grid) {
   using A = AccOf<T>;
-  A* const target = static_cast<A*>(a.target);
+  A* const target = static_cast<A*>(a.out);
   const T* const src = static_cast<const T*>(a.src);
   const A val = a.has_value ? Conv<T>::load(value_as<T>(a.value)) : A{};
   for (I i = block * I(kThreads) + thread; i < a.numel; i += grid * I(kThreads)) {
@@ -207,7 +219,7 @@ SW_HOST_DEVICE SW_INLINE void acc_elems_thread(const AccArgs<I, D>& a, I block, 
 template <typename T, typename I, int D>
 SW_HOST_DEVICE SW_INLINE void acc_lines_thread(const AccArgs<I, D>& a, I block, I thread, I grid) {
   using A = AccOf<T>;
-  A* const target = static_cast<A*>(a.target);
+  A* const target = static_cast<A*>(a.out);
   const T* const src = static_cast<const T*>(a.src);
   const A val = a.has_value ? Conv<T>::load(value_as<T>(a.value)) : A{};
   for (I l = block * I(kThreads) + thread; l < a.numel; l += grid * I(kThreads)) {

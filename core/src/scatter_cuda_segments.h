@@ -39,11 +39,7 @@ namespace cuda_scatter {
 constexpr int64_t kSegChunk = 64;
 
 template <typename I, int D>
-struct SegArgs {
-  void* out;
-  const void* src;  // unused when has_value
-  bool has_value;
-  Value value;
+struct SegArgs : Operands {  // index unused: the sorted keys stand for it
   Combine combine;
   bool include_self;
   const void* keys;  // sorted; uint32 / uint64 (wide)

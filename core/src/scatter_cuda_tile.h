@@ -77,16 +77,10 @@ inline TileShape tile_shape(const ScatterArgs& a, const ScatterPlan& p, PathChoi
 }
 
 template <typename I, int D>
-struct TileArgs {
-  void* out;
-  const void* index;
-  const void* src;  // unused when has_value
-  bool idx64;
-  bool has_value;
+struct TileArgs : Operands {
   Combine combine;
   bool include_self;
   bool counts;
-  Value value;
   OffsetCalculator<3, I, D> calc;  // ScatterPlan::lines: (out, index, src)
   int64_t lines;
   int64_t tile;
