@@ -30,9 +30,9 @@ FAULTS = {
     "no_begin": (SEG, "  if (key >= uint64_t(a.size)) return;  // never an address (validation recorded it)\n"
                  "  if (!a.include_self) {", "  return;\n  if (!a.include_self) {"),
     "copy_last": (SEG, ": !it.cont_out;", ": true;"),
-    "self_twice": (SEG, "    if (!it.cont_in) seg_begin<T, V>(a, o, k, acc);", "    seg_begin<T, V>(a, o, k, acc);"),
-    "mean_count": (SEG, "seg_finish<T, V>(a, o, k, end - start, acc);", "seg_finish<T, V>(a, o, k, end - it.b, acc);"),
-    "prefetch_stale": (SEG, "        seg_load<T, V>(a, s, j + 1, nx);\n", ""),
+    "self_twice": (SEG, "    if (!it.cont_in) seg_begin<T, V>(a, lb, k, acc);", "    seg_begin<T, V>(a, lb, k, acc);"),
+    "mean_count": (SEG, "seg_finish<T, V>(a, lb, k, end - start, acc);", "seg_finish<T, V>(a, lb, k, end - it.b, acc);"),
+    "prefetch_stale": (SEG, "        seg_load<T, V>(a, lb, j + 1, nx);\n", ""),
     "validate_one": (DISPATCH, "static_cast<I>(l.numel), site,  abort};", "static_cast<I>(1), site,  abort};"),
     "tile_no_self": (TILE, "m.acc[e] = a.include_self ? Conv<T>::load(x[u]) : id;", "m.acc[e] = id;"),
     "tile_no_count": (TILE, "      if (m.cnt) atomic_count(m.cnt + e);\n", ""),

@@ -124,26 +124,22 @@ SW_HOST_DEVICE SW_INLINE void for_seg_items(const SegArgs<I, D>& a, int64_t bloc
   }
 }
 
-// The thread's V lines' out and src offsets (consecutive when V > 1).
-template <int V, typename I, int D>
-SW_HOST_DEVICE SW_INLINE void seg_lines(const SegArgs<I, D>& a, int64_t l0, I (&o)[V], I (&s)[V]) {
-  const Offsets<3, I> first = a.calc.get(I(l0));
-  for (int j = 0; j < V; ++j) {
-    if (V == 1) {
-      o[j] = first.v[kScatterOut];
-      s[j] = first.v[kScatterSrc];
-    } else {
-      o[j] = first.v[kScatterOut] + I(j);
-      s[j] = first.v[kScatterSrc] + I(j);
-    }
-  }
+// The out and src offsets of the thread's first line (its V lines are consecutive from there).
+template <typename I>
+struct LineBase {
+  I out, src;
+};
+template <typename I, int D>
+SW_HOST_DEVICE SW_INLINE LineBase<I> seg_line(const SegArgs<I, D>& a, int64_t l0) {
+  const Offsets<3, I> o = a.calc.get(I(l0));
+  return LineBase<I>{o.v[kScatterOut], o.v[kScatterSrc]};
 }
 
 // acc holds the first value of a run; when that run starts its segment, it becomes
 // base (+) value, base being self (include_self) or the combine's identity: the line walk's
 // first step, so a segment within one chunk combines exactly as the line walk does.
 template <typename T, int V, typename I, int D>
-SW_HOST_DEVICE SW_INLINE void seg_begin(const SegArgs<I, D>& a, const I (&o)[V], uint64_t key,
+SW_HOST_DEVICE SW_INLINE void seg_begin(const SegArgs<I, D>& a, const LineBase<I>& lb, uint64_t key,
                                         AccOf<T> (&acc)[V]) {
   using A = AccOf<T>;
   if (key >= uint64_t(a.size)) return;  // never an address (validation recorded it)
@@ -152,14 +148,14 @@ SW_HOST_DEVICE SW_INLINE void seg_begin(const SegArgs<I, D>& a, const I (&o)[V],
     return;
   }
   T x[V];
-  load_vec<T, V>(static_cast<const T*>(a.out) + (o[0] + I(key) * a.out_dim_stride), x);
+  load_vec<T, V>(static_cast<const T*>(a.out) + (lb.out + I(key) * a.out_dim_stride), x);
   for (int j = 0; j < V; ++j) acc[j] = combine<A>(a.combine, Conv<T>::load(x[j]), acc[j]);
 }
 
 // out[line, key] = acc for a segment of `count` positions (mean divides).
 template <typename T, int V, typename I, int D>
-SW_HOST_DEVICE SW_INLINE void seg_finish(const SegArgs<I, D>& a, const I (&o)[V], uint64_t key,
-                                         int64_t count, const AccOf<T> (&acc)[V]) {
+SW_HOST_DEVICE SW_INLINE void seg_finish(const SegArgs<I, D>& a, const LineBase<I>& lb,
+                                         uint64_t key, int64_t count, const AccOf<T> (&acc)[V]) {
   using A = AccOf<T>;
   if (key >= uint64_t(a.size)) return;
   T x[V];
@@ -169,12 +165,12 @@ SW_HOST_DEVICE SW_INLINE void seg_finish(const SegArgs<I, D>& a, const I (&o)[V]
       r = Ops<A>::mean(mean_sum<T>(r), count + (a.include_self ? 1 : 0));
     x[j] = Conv<T>::store(r);
   }
-  store_vec<T, V>(static_cast<T*>(a.out) + (o[0] + I(key) * a.out_dim_stride), x);
+  store_vec<T, V>(static_cast<T*>(a.out) + (lb.out + I(key) * a.out_dim_stride), x);
 }
 
 // The source values of sorted position j for the thread's lines, in the accumulation type.
 template <typename T, int V, typename I, int D>
-SW_HOST_DEVICE SW_INLINE void seg_load(const SegArgs<I, D>& a, const I (&s)[V], int64_t j,
+SW_HOST_DEVICE SW_INLINE void seg_load(const SegArgs<I, D>& a, const LineBase<I>& lb, int64_t j,
                                        AccOf<T> (&x)[V]) {
   if (a.has_value) {
     const AccOf<T> v = Conv<T>::load(value_as<T>(a.value));
@@ -183,7 +179,7 @@ SW_HOST_DEVICE SW_INLINE void seg_load(const SegArgs<I, D>& a, const I (&s)[V], 
   }
   const I row = I(seg_val(a.vals, j, a.wide)) * a.src_dim_stride;
   T t[V];
-  load_vec<T, V>(static_cast<const T*>(a.src) + (s[0] + row), t);
+  load_vec<T, V>(static_cast<const T*>(a.src) + (lb.src + row), t);
   for (int k = 0; k < V; ++k) x[k] = Conv<T>::load(t[k]);
 }
 
@@ -198,8 +194,7 @@ SW_HOST_DEVICE SW_INLINE void seg_acc_thread(const SegArgs<I, D>& a, int64_t blo
                                              int64_t grid) {
   using A = AccOf<T>;
   for_seg_items<V>(a, block, thread, grid, [&](const SegItem& it) {
-    I o[V], s[V];
-    seg_lines<V>(a, it.l0, o, s);
+    const LineBase<I> lb = seg_line(a, it.l0);
     // Position j + 1's key and values are loaded (kn, nx) before position j is combined, so
     // each thread keeps two source loads in flight across the walk's dependent steps.
     A acc[V], x[V], nx[V];
@@ -207,18 +202,18 @@ SW_HOST_DEVICE SW_INLINE void seg_acc_thread(const SegArgs<I, D>& a, int64_t blo
     uint64_t kn = 0;
     int64_t r0 = it.b;
     uint64_t k = seg_key(a.keys, it.b, a.wide);
-    seg_load<T, V>(a, s, it.b, acc);
+    seg_load<T, V>(a, lb, it.b, acc);
     if (it.b + 1 < it.e) {
       kn = seg_key(a.keys, it.b + 1, a.wide);
-      seg_load<T, V>(a, s, it.b + 1, nx);
+      seg_load<T, V>(a, lb, it.b + 1, nx);
     }
-    if (!it.cont_in) seg_begin<T, V>(a, o, k, acc);
+    if (!it.cont_in) seg_begin<T, V>(a, lb, k, acc);
     for (int64_t j = it.b + 1; j <= it.e; ++j) {
       const uint64_t kj = j < it.e ? kn : ~uint64_t(0);
       for (int q = 0; q < V; ++q) x[q] = nx[q];
       if (j + 1 < it.e) {
         kn = seg_key(a.keys, j + 1, a.wide);
-        seg_load<T, V>(a, s, j + 1, nx);
+        seg_load<T, V>(a, lb, j + 1, nx);
       }
       if (j < it.e && kj == k) {
         for (int q = 0; q < V; ++q) acc[q] = combine<A>(a.combine, acc[q], x[q]);
@@ -231,13 +226,13 @@ SW_HOST_DEVICE SW_INLINE void seg_acc_thread(const SegArgs<I, D>& a, int64_t blo
         A* const c = carry_at<A, V>(a.carry, a.lines, it.c, head ? 0 : 1, it.l0);
         for (int q = 0; q < V; ++q) c[q] = acc[q];
       } else {
-        seg_finish<T, V>(a, o, k, j - r0, acc);
+        seg_finish<T, V>(a, lb, k, j - r0, acc);
       }
       if (j == it.e) break;
       r0 = j;
       k = kj;
       for (int q = 0; q < V; ++q) acc[q] = x[q];
-      seg_begin<T, V>(a, o, k, acc);
+      seg_begin<T, V>(a, lb, k, acc);
     }
   });
 }
@@ -282,9 +277,8 @@ SW_HOST_DEVICE SW_INLINE void seg_fix_thread(const SegArgs<I, D>& a, int64_t blo
       end = ed;
       if (ed == a.n || seg_key(a.keys, ed, a.wide) != k) break;  // ... or at its end
     }
-    I o[V], s[V];
-    seg_lines<V>(a, it.l0, o, s);
-    seg_finish<T, V>(a, o, k, end - start, acc);
+    const LineBase<I> lb = seg_line(a, it.l0);
+    seg_finish<T, V>(a, lb, k, end - start, acc);
   });
 }
 
@@ -294,13 +288,12 @@ template <typename U, int V, typename I, int D>
 SW_HOST_DEVICE SW_INLINE void seg_put_thread(const SegArgs<I, D>& a, int units, int64_t block,
                                              int64_t thread, int64_t grid) {
   for_seg_items<V>(a, block, thread, grid, [&](const SegItem& it) {
-    I o[V], s[V];
-    seg_lines<V>(a, it.l0, o, s);
+    const LineBase<I> lb = seg_line(a, it.l0);
     for (int64_t j = it.b; j < it.e; ++j) {
       const uint64_t k = seg_key(a.keys, j, a.wide);
       const bool last = j + 1 < it.e ? seg_key(a.keys, j + 1, a.wide) != k : !it.cont_out;
       if (!last || k >= uint64_t(a.size)) continue;
-      U* const dst = static_cast<U*>(a.out) + (o[0] + I(k) * a.out_dim_stride) * I(units);
+      U* const dst = static_cast<U*>(a.out) + (lb.out + I(k) * a.out_dim_stride) * I(units);
       if (a.has_value) {
         const U* v = reinterpret_cast<const U*>(a.value.b);
         for (int q = 0; q < V; ++q)
@@ -308,7 +301,7 @@ SW_HOST_DEVICE SW_INLINE void seg_put_thread(const SegArgs<I, D>& a, int units, 
         continue;
       }
       const I row = I(seg_val(a.vals, j, a.wide)) * a.src_dim_stride;
-      const U* const from = static_cast<const U*>(a.src) + (s[0] + row) * I(units);
+      const U* const from = static_cast<const U*>(a.src) + (lb.src + row) * I(units);
       if (V > 1) {
         U x[V];
         load_vec<U, V>(from, x);
