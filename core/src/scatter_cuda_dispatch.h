@@ -79,7 +79,7 @@ struct Launcher {
       return with_offsets(u32, l.rank, [&](auto it, auto dims) {
         using I = typename decltype(it)::type;
         constexpr int D = decltype(dims)::value;
-        PutArgs<I, D> p;
+        PutArgs<I, D> p{};
         static_cast<Operands&>(p) = operands_of(args, args.out.data);
         p.calc = OffsetCalculator<3, I, D>(l);
         p.numel = static_cast<I>(l.numel);
@@ -108,10 +108,9 @@ struct Launcher {
     return with_offsets(u32, l.rank, [&](auto it, auto dims) {
       using I = typename decltype(it)::type;
       constexpr int D = decltype(dims)::value;
-      AccArgs<I, D> p;
+      AccArgs<I, D> p{};
       static_cast<Operands&>(p) = operands_of(args, target);
       p.count = count;
-      p.combine = args.desc.combine;
       p.calc = OffsetCalculator<3, I, D>(l);
       p.numel = static_cast<I>(l.numel);
       p.target_dim_stride = static_cast<I>(tds);
@@ -176,10 +175,8 @@ struct Launcher {
     return with_offsets(u32, l.rank, [&](auto it, auto dims) {
       using I = typename decltype(it)::type;
       constexpr int D = decltype(dims)::value;
-      SegArgs<I, D> p;
+      SegArgs<I, D> p{};
       static_cast<Operands&>(p) = operands_of(args, args.out.data);
-      p.combine = args.desc.combine;
-      p.include_self = args.desc.include_self;
       p.keys = sa.keys[sel];
       p.vals = sa.vals[sel];
       p.wide = s.wide;
@@ -245,10 +242,8 @@ struct Launcher {
       return with_offsets(u32, l.rank, [&](auto it, auto dims) {
         using I = typename decltype(it)::type;
         constexpr int D = decltype(dims)::value;
-        TileArgs<I, D> p;
+        TileArgs<I, D> p{};
         static_cast<Operands&>(p) = operands_of(args, args.out.data);
-        p.combine = args.desc.combine;
-        p.include_self = args.desc.include_self;
         p.counts = ts.counts;
         p.calc = OffsetCalculator<3, I, D>(l);
         p.lines = l.numel;

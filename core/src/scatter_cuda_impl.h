@@ -72,6 +72,8 @@ struct Operands {
   bool idx64;
   bool has_value;
   Value value;
+  Combine combine;  // the accumulating bodies'
+  bool include_self;
 };
 
 inline Operands operands_of(const ScatterArgs& a, void* out) {
@@ -82,6 +84,8 @@ inline Operands operands_of(const ScatterArgs& a, void* out) {
   o.idx64 = a.index.dtype == DType::kInt64;
   o.has_value = a.has_value;
   memcpy(o.value.b, a.value, sizeof o.value.b);
+  o.combine = a.desc.combine;
+  o.include_self = a.desc.include_self;
   return o;
 }
 
@@ -184,9 +188,8 @@ SW_HOST_DEVICE SW_INLINE void put_lines_thread(const PutArgs<I, D>& a, I block, 
 // ---- accumulating combines, per storage type T (target holds AccOf<T>) --------------------
 
 template <typename I, int D>
-struct AccArgs : Operands {  // out: AccOf<T>, out itself or the workspace's accumulator
-  int32_t* count;            // null, or the workspace's counts (same offsets as out)
-  Combine combine;
+struct AccArgs : Operands {        // out: AccOf<T>, out itself or the workspace's accumulator
+  int32_t* count;                  // null, or the workspace's counts (same offsets as out)
   OffsetCalculator<3, I, D> calc;  // (out, index, src), elems or lines
   I numel;
   I target_dim_stride;
@@ -235,6 +238,20 @@ SW_HOST_DEVICE SW_INLINE void acc_lines_thread(const AccArgs<I, D>& a, I block, 
   }
 }
 
+// A finished accumulator r over `count` values (self not counted): false when out keeps its
+// value (include_self = false and nothing arrived, or a mean over nothing); else true with r
+// the value to store (mean: divided by count, plus one with self).
+template <typename T>
+SW_HOST_DEVICE SW_INLINE bool finish_acc(Combine c, bool include_self, int64_t count, AccOf<T>* r) {
+  if (c == Combine::kMean) {
+    const int64_t d = count + (include_self ? 1 : 0);
+    if (d == 0) return false;
+    *r = Ops<AccOf<T>>::mean(mean_sum<T>(*r), d);
+    return true;
+  }
+  return include_self || count > 0;
+}
+
 // ---- workspace: init from out (or the identity), finalize into out ------------------------
 
 template <typename I, int D>
@@ -270,16 +287,9 @@ SW_HOST_DEVICE SW_INLINE void ws_final_thread(const WsArgs<I, D>& a, I block, I 
   const A* const acc = static_cast<const A*>(a.acc);
   for (I i = block * I(kThreads) + thread; i < a.numel; i += grid * I(kThreads)) {
     const Offsets<2, I> o = a.calc.get(i);
-    const int64_t n = a.count ? a.count[o.v[1]] : 0;
     A r = acc[o.v[1]];
-    if (a.combine == Combine::kMean) {
-      const int64_t d = n + (a.include_self ? 1 : 0);
-      if (d == 0) continue;
-      r = Ops<A>::mean(mean_sum<T>(r), d);
-    } else if (!a.include_self && n == 0) {
-      continue;
-    }
-    out[o.v[0]] = Conv<T>::store(r);
+    if (finish_acc<T>(a.combine, a.include_self, a.count ? a.count[o.v[1]] : 0, &r))
+      out[o.v[0]] = Conv<T>::store(r);
   }
 }
 

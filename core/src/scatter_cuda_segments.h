@@ -40,10 +40,8 @@ constexpr int64_t kSegChunk = 64;
 
 template <typename I, int D>
 struct SegArgs : Operands {  // index unused: the sorted keys stand for it
-  Combine combine;
-  bool include_self;
-  const void* keys;  // sorted; uint32 / uint64 (wide)
-  const void* vals;  // positions along dim, int32 / int64 (wide)
+  const void* keys;          // sorted; uint32 / uint64 (wide)
+  const void* vals;          // positions along dim, int32 / int64 (wide)
   bool wide;
   int64_t n;                       // sorted positions (line_len)
   int64_t chunk;                   // positions per chunk
@@ -161,8 +159,7 @@ SW_HOST_DEVICE SW_INLINE void seg_finish(const SegArgs<I, D>& a, const LineBase<
   T x[V];
   for (int j = 0; j < V; ++j) {
     A r = acc[j];
-    if (a.combine == Combine::kMean)
-      r = Ops<A>::mean(mean_sum<T>(r), count + (a.include_self ? 1 : 0));
+    finish_acc<T>(a.combine, a.include_self, count, &r);  // count >= 1: always stored
     x[j] = Conv<T>::store(r);
   }
   store_vec<T, V>(static_cast<T*>(a.out) + (lb.out + I(key) * a.out_dim_stride), x);

@@ -78,8 +78,6 @@ inline TileShape tile_shape(const ScatterArgs& a, const ScatterPlan& p, PathChoi
 
 template <typename I, int D>
 struct TileArgs : Operands {
-  Combine combine;
-  bool include_self;
   bool counts;
   OffsetCalculator<3, I, D> calc;  // ScatterPlan::lines: (out, index, src)
   int64_t lines;
@@ -183,21 +181,14 @@ SW_HOST_DEVICE SW_INLINE void tile_phase(const TileArgs<I, D>& a, int phase, int
     }
     return;
   }
-  // phase 3: as ws_final_thread
+  // phase 3: finish (finish_acc, as ws_final_thread)
   T* const out = static_cast<T*>(a.out);
   for (int64_t e = thread; e < entries; e += threads) {
     const int64_t i = e & mask;
     if (i >= nl) continue;
-    const int64_t c = m.cnt ? m.cnt[e] : 0;
     A r = m.acc[e];
-    if (a.combine == Combine::kMean) {
-      const int64_t d = c + (a.include_self ? 1 : 0);
-      if (d == 0) continue;
-      r = Ops<A>::mean(mean_sum<T>(r), d);
-    } else if (!a.include_self && c == 0) {
-      continue;
-    }
-    out[I(m.off[i * 3]) + I(e >> a.log2_tile) * a.out_dim_stride] = Conv<T>::store(r);
+    if (finish_acc<T>(a.combine, a.include_self, m.cnt ? m.cnt[e] : 0, &r))
+      out[I(m.off[i * 3]) + I(e >> a.log2_tile) * a.out_dim_stride] = Conv<T>::store(r);
   }
 }
 
