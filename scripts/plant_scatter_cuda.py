@@ -21,6 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SEG = "core/src/scatter_cuda_segments.h"
 DISPATCH = "core/src/scatter_cuda_dispatch.h"
 TILE = "core/src/scatter_cuda_tile.h"
+IMPL = "core/src/scatter_cuda_impl.h"
+LAUNCH = "core/src/scatter_cuda_launch.h"
 
 # name: (file, text, replacement)
 FAULTS = {
@@ -39,6 +41,13 @@ FAULTS = {
     "tile_no_zero": (TILE, "      if (m.cnt) m.cnt[e] = 0;\n", ""),
     "tile_row": (TILE, "    out[I(m.off[i * 3]) + I(e >> a.log2_tile) * a.out_dim_stride] = Conv<T>::store(r);",
                  "    out[I(m.off[i * 3])] = Conv<T>::store(r);"),
+    "validate_first_only": (IMPL, "      if (j < a.numel && (v[u] < 0 || v[u] >= a.site.size)) {",
+                            "      if (u == 0 && (v[u] < 0 || v[u] >= a.site.size)) {"),
+    "rows_src_row": (SEG, "seg_line(a, l).src + I(j) * a.src_dim_stride;", "seg_line(a, l).src;"),
+    "rows_tiles_overlap": (SEG, "(w % a.tiles) * a.tile_threads * kRowsUnroll +", "(w % a.tiles) * a.tile_threads +"),
+    "tile_major_chunk": (SEG, "it->c = a.tile_major ? w % a.chunks : w / a.tiles;",
+                         "it->c = a.tile_major ? w / a.tiles : w / a.tiles;"),
+    "interleave_outer_stride": (LAUNCH, "put(2, 0, l.sizes[0] / inner, inner);", "put(2, 0, l.sizes[0] / inner, 1);"),
     "vec_any_stride": (DISPATCH, "    if (l.strides[kScatterOut][0] != 1 || (src && l.strides[kScatterSrc][0] != 1)) return 1;\n", ""),
 }
 

@@ -126,6 +126,14 @@ __global__ void __launch_bounds__(kThreads)
   seg_put_thread<U, V>(a, units, int64_t(blockIdx.x), int64_t(threadIdx.x), int64_t(gridDim.x));
 }
 
+template <typename U, int V, typename I, int D>
+__global__ void __launch_bounds__(kThreads)
+    scatter_rows_put_kernel(const SegArgs<I, D> a, int64_t index_dim_stride) {
+  if (block_aborted(a.abort)) return;
+  rows_put_thread<U, V>(a, index_dim_stride, int64_t(blockIdx.x), int64_t(threadIdx.x),
+                        int64_t(gridDim.x));
+}
+
 // One block per tile of lines (grid-stride), the four phases of tile_phase separated by
 // barriers; dynamic shared memory of TileShape::smem_bytes.
 template <typename T, typename I, int D>
@@ -219,6 +227,10 @@ struct CudaRunner {
   template <typename U, int V, typename I, int D>
   void seg_put(const SegArgs<I, D>& a, int units, unsigned blocks) {
     scatter_seg_put_kernel<U, V, I, D><<<blocks, kThreads, 0, stream>>>(a, units);
+  }
+  template <typename U, int V, typename I, int D>
+  void rows_put(const SegArgs<I, D>& a, int64_t index_dim_stride, unsigned blocks) {
+    scatter_rows_put_kernel<U, V, I, D><<<blocks, kThreads, 0, stream>>>(a, index_dim_stride);
   }
   template <typename T, typename I, int D>
   void tile(const TileArgs<I, D>& a, int64_t tiles, unsigned blocks, int64_t smem) {

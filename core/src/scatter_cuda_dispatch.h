@@ -52,7 +52,7 @@ struct Launcher {
       constexpr int D = decltype(dims)::value;
       ValidateArgs<I, D> v{args.index.data,         idx64, OffsetCalculator<1, I, D>(l),
                            static_cast<I>(l.numel), site,  abort};
-      runner.template validate<I, D>(v, grid_for(l.numel));
+      runner.template validate<I, D>(v, grid_for(ceil_div(l.numel, kValidateUnroll)));
       return Status::kOk;
     });
   }
@@ -103,7 +103,12 @@ struct Launcher {
   // The scatter step of an accumulating combine into `target` (out, or the accumulator),
   // planned by `l` (operand 0 = target) with `tds` target elements per index unit.
   template <typename T>
-  Status accumulate(const LoopPlan<3>& l, bool lines, void* target, int32_t* count, int64_t tds) {
+  Status accumulate(const LoopPlan<3>& planned, bool lines, void* target, int32_t* count,
+                    int64_t tds) {
+    const int tbytes =
+        target == args.out.data ? elem_size(args.out.dtype) : acc_bytes(args.out.dtype);
+    const LoopPlan<3> l =
+        lines ? planned : interleave_target(planned, static_cast<int>(plan.dim), 128 / tbytes);
     const bool u32 = l.fits_int32 && plan.line_len <= kI32Max;
     return with_offsets(u32, l.rank, [&](auto it, auto dims) {
       using I = typename decltype(it)::type;
@@ -186,8 +191,12 @@ struct Launcher {
       p.calc = OffsetCalculator<3, I, D>(l);
       p.lines = l.numel;
       const int64_t groups = ceil_div(l.numel, v);  // threads per chunk
+      // Lines one vector apart (v > 1) are read whole by a tile; otherwise tiles of one warp,
+      // tile-major, keep the src columns in use at once small enough for L2 (SegArgs).
+      p.tile_major = v == 1;
+      const int64_t max_tile = p.tile_major ? 32 : kThreads;
       p.tile_threads = 1;
-      while (p.tile_threads < groups && p.tile_threads < kThreads) p.tile_threads *= 2;
+      while (p.tile_threads < groups && p.tile_threads < max_tile) p.tile_threads *= 2;
       p.tiles = ceil_div(groups, p.tile_threads);
       p.out_dim_stride = static_cast<I>(plan.out_dim_stride);
       p.src_dim_stride = static_cast<I>(plan.src_dim_stride);
@@ -210,6 +219,44 @@ struct Launcher {
           runner.template seg_acc<T, decltype(vv)::value, I, D>(p, blocks);
           runner.template seg_fix<T, decltype(vv)::value, I, D>(p, blocks);
           return Status::kOk;
+        });
+      });
+    });
+  }
+
+  // Fast-mode copy through a shared index whose lines are one aligned run (seg_vec > 1):
+  // rows_put_thread, with no sort. v: seg_vec's.
+  Status rows_put(int v) {
+    const LoopPlan<3>& l = plan.lines;
+    const bool u32 = l.fits_int32 && plan.line_len <= kI32Max;
+    return with_offsets(u32, l.rank, [&](auto it, auto dims) {
+      using I = typename decltype(it)::type;
+      constexpr int D = decltype(dims)::value;
+      SegArgs<I, D> p{};
+      static_cast<Operands&>(p) = operands_of(args, args.out.data);
+      p.n = plan.line_len;
+      p.calc = OffsetCalculator<3, I, D>(l);
+      p.lines = l.numel;
+      const int64_t groups = ceil_div(ceil_div(l.numel, v), kRowsUnroll);  // threads per row
+      p.tile_threads = 1;
+      while (p.tile_threads < groups && p.tile_threads < kThreads) p.tile_threads *= 2;
+      p.tiles = ceil_div(groups, p.tile_threads);
+      p.out_dim_stride = static_cast<I>(plan.out_dim_stride);
+      p.src_dim_stride = static_cast<I>(plan.src_dim_stride);
+      p.size = plan.out_dim_size;
+      p.abort = abort;
+      const unsigned blocks = static_cast<unsigned>(std::max<int64_t>(
+          1, std::min(ceil_div(p.n * p.tiles, kThreads / p.tile_threads), kMaxBlocks)));
+      return cuda_gather::with_unit(elem_size(args.out.dtype), [&](auto ut) {
+        using U = typename decltype(ut)::type;
+        return with_vec<sizeof(U)>(v, [&](auto vv) {
+          constexpr int V = decltype(vv)::value;
+          if constexpr (V == 1) {
+            return Status::kUnsupported;  // never: the caller checked v > 1
+          } else {
+            runner.template rows_put<U, V, I, D>(p, plan.index_dim_stride, blocks);
+            return Status::kOk;
+          }
         });
       });
     });
@@ -355,7 +402,12 @@ Status run_scatter(const ScatterArgs& args, const ScatterPlan& plan, void* works
     if (st == Status::kUnsupported) *why = std::string(fn) + "unsupported element type";
     return st;
   }
-  if (!accumulates) return L.put(unit, esize / unit);
+  if (!accumulates) {
+    // deterministic copies took the segment path above; kNever ("plain") keeps put_elems.
+    const int v = choice != PathChoice::kNever && index_shared(args) ? L.seg_vec(esize, 1) : 1;
+    if (unit == esize && v > 1) return L.rows_put(v);
+    return L.put(unit, esize / unit);
+  }
   const TileShape ts = call_tile(args, plan, choice);
   if (ts.use) {
     st = L.tile(ts);

@@ -102,17 +102,29 @@ struct ValidateArgs {
 };
 
 // Finds this thread's first bad value (lowest index_elems position it visits); the kernel
-// raises the abort word and records it.
+// raises the abort word and records it. kValidateUnroll loads are issued before any is
+// tested: with one load per thread and no unrolling the pass ran at ~230 GB/s on the H200
+// (2026-12-01, 67M int64 values in 2.34 ms), a tenth of what reading the index allows.
+constexpr int kValidateUnroll = 4;
+
 template <typename I, int D>
 SW_HOST_DEVICE SW_INLINE void validate_thread(const ValidateArgs<I, D>& a, I block, I thread,
                                               I grid, BadIndex& bad) {
-  // i + step cannot wrap: numel <= 2^31-1 and step <= kMaxBlocks * kThreads = 2^28.
+  // i + kValidateUnroll * step cannot wrap: numel <= 2^31-1 and
+  // step <= kMaxBlocks * kThreads = 2^28, so it stays below 2^31 + 2^30.
   const I step = grid * I(kThreads);
-  for (I i = block * I(kThreads) + thread; i < a.numel; i += step) {
-    const int64_t v = load_index(a.index, a.calc.get(i).v[0], a.idx64);
-    if (v < 0 || v >= a.site.size) {
-      bad = BadIndex{true, v, static_cast<int64_t>(i)};
-      return;
+  for (I i = block * I(kThreads) + thread; i < a.numel; i += I(kValidateUnroll) * step) {
+    int64_t v[kValidateUnroll];
+    for (int u = 0; u < kValidateUnroll; ++u) {
+      const I j = i + I(u) * step;
+      v[u] = j < a.numel ? load_index(a.index, a.calc.get(j).v[0], a.idx64) : 0;
+    }
+    for (int u = 0; u < kValidateUnroll; ++u) {
+      const I j = i + I(u) * step;
+      if (j < a.numel && (v[u] < 0 || v[u] >= a.site.size)) {
+        bad = BadIndex{true, v[u], static_cast<int64_t>(j)};
+        return;
+      }
     }
   }
 }

@@ -29,7 +29,9 @@ namespace cuda_scatter {
 constexpr int kTileThreads = 1024;                   // threads per block of the tile kernel
 constexpr int64_t kTileMaxLines = 32;                // lines per block at most
 constexpr int64_t kTileMinElems = int64_t(1) << 16;  // below: the atomics kernel
-constexpr int kTileUnroll = 4;  // independent loads in flight per thread in phases 1 and 2
+// Independent loads in flight per thread in phases 1 and 2: at (64,4096,1024) phase 1 has 16
+// rows per thread, so 8 is two round trips to memory (4 left the block four).
+constexpr int kTileUnroll = 8;
 // Shared memory per block at most: two blocks fit an SM of the H200 (228 KB), so one block's
 // loads overlap the other's barriers and finish phase (a first estimate, to be measured).
 constexpr int64_t kTileSmemBytes = 96 * 1024;
@@ -48,8 +50,9 @@ SW_HOST_DEVICE SW_INLINE constexpr int64_t tile_offsets_bytes(int64_t tile) {
 }
 
 // Selection (kAuto): not deterministic; an accumulating combine with an atomic (not
-// complex128 multiply); an index not shared (a shared one takes the segment path); at least
-// kTileMinElems positions; lines at least a quarter as long as out's dim (else most of the
+// complex128 multiply) that needs the accumulator workspace (float16/bfloat16, 1-/2-byte
+// integers, mean, include_self=False); an index not shared (a shared one takes the segment path);
+// at least kTileMinElems positions; lines at least a quarter as long as out's dim (else most of the
 // columns read and written are untouched: the atomics kernel touches only what it adds to);
 // and a tile of at least 4 lines fits kTileSmemBytes (rows of a few bytes per block: the
 // neighbouring blocks, which run at the same time, read the rest of each sector from L2).
@@ -61,10 +64,13 @@ inline TileShape tile_shape(const ScatterArgs& a, const ScatterPlan& p, PathChoi
   if (a.deterministic || !a.desc.accumulates() || p.elems.numel == 0 || p.lines.numel == 0)
     return s;
   if (a.out.dtype == DType::kComplex128 && a.desc.combine == Combine::kMul) return s;
-  if (choice == PathChoice::kAuto &&
-      (index_shared(a) || p.elems.numel < kTileMinElems || 4 * p.line_len < p.out_dim_size))
-    return s;
   s.counts = a.desc.combine == Combine::kMean || !a.desc.include_self;
+  // Where the atomics kernel adds straight into out (no accumulator workspace: a 4- or
+  // 8-byte type, no counts), it touches out once too, in whole lines (interleave_target).
+  const bool direct = acc_bytes == elem_size(a.out.dtype) && !s.counts;
+  if (choice == PathChoice::kAuto && (direct || index_shared(a) || p.elems.numel < kTileMinElems ||
+                                      4 * p.line_len < p.out_dim_size))
+    return s;
   const int64_t per_line = p.out_dim_size * (acc_bytes + (s.counts ? 4 : 0)) + 3 * 8;
   int64_t t = 1;
   while (t * 2 <= kTileMaxLines && (t * 2) * per_line <= kTileSmemBytes) t *= 2;
@@ -157,16 +163,14 @@ SW_HOST_DEVICE SW_INLINE void tile_phase(const TileArgs<I, D>& a, int phase, int
       int64_t v[kTileUnroll];
       A x[kTileUnroll];
       SW_HOST_ZERO(x);
+      // The index and src loads go out together (src's address does not depend on the
+      // index value); a bad or past-the-end value only skips the add.
       for (int u = 0; u < kTileUnroll; ++u) {
         const int64_t p = p0 + u * threads, i = p & mask;
         v[u] = -1;
-        if (p < positions && i < nl)
-          v[u] = load_index(a.index, I(m.off[i * 3 + 1]) + I(p >> a.log2_tile) * a.index_dim_stride,
-                            a.idx64);
-      }
-      for (int u = 0; u < kTileUnroll; ++u) {
-        const int64_t p = p0 + u * threads, i = p & mask;
-        if (v[u] < 0 || v[u] >= a.n) continue;  // past the end, or bad: never an address
+        if (p >= positions || i >= nl) continue;
+        v[u] = load_index(a.index, I(m.off[i * 3 + 1]) + I(p >> a.log2_tile) * a.index_dim_stride,
+                          a.idx64);
         x[u] =
             a.has_value
                 ? val

@@ -136,6 +136,12 @@ struct ScatterHostRunner {
       cs::seg_put_thread<U, V>(a, units, int64_t(b), int64_t(t), int64_t(g));
     });
   }
+  template <typename U, int V, typename I, int D>
+  void rows_put(const cs::SegArgs<I, D>& a, int64_t index_dim_stride, unsigned blocks) {
+    run("rows_put", &a.abort, blocks, [&](unsigned b, unsigned t, unsigned g) {
+      cs::rows_put_thread<U, V>(a, index_dim_stride, int64_t(b), int64_t(t), int64_t(g));
+    });
+  }
   // Each tile of each block: the four phases in order, each for every thread (the barriers),
   // over a fresh poisoned shared memory.
   template <typename T, typename I, int D>

@@ -148,6 +148,133 @@ TEST(ScatterEmulated, SegmentsRepeatAndMatchLines) {
   EXPECT_GT(vectors, 0);
 }
 
+// interleave_target (the atomics kernel's order): the same (target, index, src) tuples as
+// the plan it re-orders, over every position, on random per-element layouts (dims permuted
+// and sliced, any dim scattered); the issue's dim1_add shape gets (32 columns, the scatter
+// dim, the other columns, batch).
+TEST(ScatterEmulated, InterleaveKeepsTuples) {
+  auto tuples = [](const stridewise::LoopPlan<3>& l) {
+    std::vector<std::vector<int64_t>> t;
+    for (int64_t i = 0; i < l.numel; ++i)
+      t.push_back({stridewise::plan_offset(l, 0, i), stridewise::plan_offset(l, 1, i),
+                   stridewise::plan_offset(l, 2, i)});
+    std::sort(t.begin(), t.end());
+    return t;
+  };
+  const uint64_t seed = swt::test_seed();
+  swt::Rng rng(seed);
+  int changed = 0;
+  for (int i = 0; i < 400; ++i) {
+    ScatterCaseOpts o;
+    o.max_size = 8;
+    o.rank = static_cast<int>(swt::rand_int(rng, 1, 4));
+    ScatterCase c = random_scatter_case(rng, o);
+    ScatterPlan plan;
+    ErrorDetail e;
+    ASSERT_EQ(stridewise::plan_scatter(c.args(), &plan, &e), Status::kOk) << e.message;
+    const int64_t line = int64_t(1) << swt::rand_int(rng, 1, 5);
+    const auto w = cs::interleave_target(plan.elems, static_cast<int>(plan.dim), line);
+    ASSERT_EQ(w.numel, plan.elems.numel);
+    EXPECT_EQ(tuples(w), tuples(plan.elems)) << c.describe();
+    changed += w.rank != plan.elems.rank ? 1 : 0;
+  }
+  // Shapes the split applies to: out (B, N, K) with K contiguous, the index (B, J, K) or a
+  // slice of a larger one, any dim scattered.
+  for (int i = 0; i < 200; ++i) {
+    const int64_t B = swt::rand_int(rng, 1, 3), N = swt::rand_int(rng, 1, 9),
+                  J = swt::rand_int(rng, 1, 7), K = 2 * swt::rand_int(rng, 1, 12);
+    const int64_t dim = swt::rand_int(rng, 0, 2), pad = swt::rand_int(rng, 0, 3);
+    std::vector<int64_t> osz = {B, N, K}, isz = {B, J, K};
+    osz[size_t(dim)] = dim == 1 ? N : osz[size_t(dim)] + 1;
+    isz[size_t(dim)] = J;
+    if (dim != 1) isz[1] = std::min(J, N);
+    const std::vector<int64_t> ist = {isz[1] * (K + pad), K + pad, 1};
+    ScatterArgs a;
+    a.out = view(fake(0), DType::kFloat32, osz, swt::contiguous_strides(osz));
+    a.self = a.out;
+    a.index = view(fake(1), DType::kInt64, isz, ist);
+    a.src = view(fake(2), DType::kFloat32, isz, swt::contiguous_strides(isz));
+    a.dim = dim;
+    a.desc = stridewise::scatter_desc(stridewise::OpCode::kScatterAdd, Combine::kAdd);
+    ScatterPlan plan;
+    ErrorDetail e;
+    ASSERT_EQ(stridewise::plan_scatter(a, &plan, &e), Status::kOk) << e.message;
+    const auto w = cs::interleave_target(plan.elems, static_cast<int>(dim), 8);
+    EXPECT_EQ(tuples(w), tuples(plan.elems)) << "out " << swt::shape_str(osz) << " dim " << dim;
+    changed += w.rank != plan.elems.rank ? 1 : 0;
+  }
+  EXPECT_GT(changed, 60);
+  ScatterArgs a;
+  const std::vector<int64_t> out = {4, 64, 128}, idx = {4, 16, 128};
+  a.out = view(fake(0), DType::kFloat32, out, swt::contiguous_strides(out));
+  a.self = a.out;
+  a.index = view(fake(1), DType::kInt64, idx, swt::contiguous_strides(idx));
+  a.src = view(fake(2), DType::kFloat32, idx, swt::contiguous_strides(idx));
+  a.dim = 1;
+  a.desc = stridewise::scatter_desc(stridewise::OpCode::kScatterAdd, Combine::kAdd);
+  ScatterPlan p;
+  ErrorDetail e;
+  ASSERT_EQ(stridewise::plan_scatter(a, &p, &e), Status::kOk);
+  const auto w = cs::interleave_target(p.elems, 1, 32);
+  ASSERT_EQ(w.rank, 4);
+  EXPECT_EQ(std::vector<int64_t>(w.sizes, w.sizes + 4), (std::vector<int64_t>{32, 16, 4, 4}));
+  EXPECT_EQ(w.strides[0][1], 0);    // the scatter dim: out's offset comes from the index
+  EXPECT_EQ(w.strides[1][1], 128);  // ... the index walks it
+  EXPECT_EQ(w.strides[2][2], 32);   // the column blocks
+}
+
+// Copies in fast mode through a shared index over aligned contiguous lines take rows_put (no
+// sort), and every element ends as one of its candidates (duplicates race, as in ATen).
+TEST(ScatterEmulated, RowsPutCopies) {
+  const uint64_t seed = swt::test_seed();
+  swt::Rng rng(seed);
+  const DType types[] = {DType::kFloat32, DType::kFloat16, DType::kFloat64, DType::kInt8};
+  int rows = 0, failures = 0;
+  for (int i = 0; i < 120 && failures < 5; ++i) {
+    const DType dt = types[swt::rand_int(rng, 0, 3)];
+    // wide rows now and then: several tiles of tile_threads * kRowsUnroll vectors per row
+    const bool wide = swt::coin(rng, 0.25);
+    const std::vector<int64_t> out = {swt::rand_int(rng, 1, wide ? 3 : 40),
+                                      16 * swt::rand_int(rng, wide ? 150 : 1, wide ? 300 : 40)};
+    ScatterCase c = shared_index_case(rng, dt, Combine::kCopy, true, swt::coin(rng, 0.5),
+                                      swt::coin(rng, 0.2), out, 0, swt::rand_int(rng, 1, 60), true);
+    c.deterministic = false;
+    if (swt::coin(rng, 0.1)) plant_bad_index(rng, c);
+    std::vector<std::string> ran;
+    const unsigned cap = swt::coin(rng, 0.3) ? unsigned(swt::rand_int(rng, 1, 3)) : 0;
+    const auto r = scatter_emulated_matches(c, seed, cap, cs::PathChoice::kAuto, &ran);
+    EXPECT_TRUE(r) << "iteration " << i;
+    failures += r ? 0 : 1;
+    rows += std::find(ran.begin(), ran.end(), "rows_put") != ran.end() ? 1 : 0;
+  }
+  EXPECT_GT(rows, 40);
+}
+
+// Validation issues kValidateUnroll loads per thread, one grid step apart: a bad value at any
+// of them is found and stops the call (one block: steps of kThreads positions).
+TEST(ScatterEmulated, ValidationFindsBadValuesInEveryUnrolledSlot) {
+  const uint64_t seed = swt::test_seed();
+  swt::Rng rng(seed);
+  for (int slot = 0; slot < cs::kValidateUnroll; ++slot) {
+    ScatterCase c = shared_index_case(rng, DType::kFloat32, Combine::kAdd, true, true, false, {40},
+                                      0, 5000, false);
+    const int64_t pos = (slot + 4 * swt::rand_int(rng, 0, 3)) * cs::kThreads +
+                        swt::rand_int(rng, 0, cs::kThreads - 1);
+    ASSERT_LT(pos, 5000);
+    const int64_t bad = swt::coin(rng, 0.5) ? -1 : 40;
+    const int32_t bad32 = static_cast<int32_t>(bad);
+    ASSERT_EQ(c.index.view.strides[0], 1);
+    if (c.index.esize == 8)
+      std::memcpy(c.index.base() + pos * 8, &bad, 8);
+    else
+      std::memcpy(c.index.base() + pos * 4, &bad32, 4);
+    c.deterministic = false;
+    std::vector<std::string> ran;
+    const auto r = scatter_emulated_matches(c, seed, 1, cs::PathChoice::kNever, &ran);
+    EXPECT_TRUE(r) << "slot " << slot << " position " << pos;
+  }
+}
+
 // The tile path (scatter_cuda_tile.h) on random layouts: every dtype and accumulating
 // combine, include_self both ways, in place or not, value form, grid caps (several tiles per
 // block), a bad value now and then; against the reference (small integers: exact in any
@@ -222,9 +349,13 @@ TEST(ScatterEmulated, TileRule) {
   };
   const std::vector<int64_t> out = {64, 4096, 1024}, idx = {64, 1024, 1024};
   const std::vector<int64_t> ist = swt::contiguous_strides(idx);
-  // The issue's dim1_add: 4 lines of 4096 float32 accumulators (64 KB: two blocks per SM),
-  // float16 as well (float32 accumulators).
-  cs::TileShape t = shape(args(DType::kFloat32, out, idx, ist, Combine::kAdd, true));
+  // The issue's dim1_add: 4 lines of 4096 float32 accumulators (64 KB: two blocks per SM)
+  // for float16 (float32 accumulators); float32 add goes straight into out with the atomics
+  // kernel (no workspace) unless the tile is asked for.
+  EXPECT_FALSE(shape(args(DType::kFloat32, out, idx, ist, Combine::kAdd, true)).use);
+  EXPECT_FALSE(shape(args(DType::kInt64, out, idx, ist, Combine::kMax, true)).use);
+  cs::TileShape t =
+      shape(args(DType::kFloat32, out, idx, ist, Combine::kAdd, true), cs::PathChoice::kTile);
   EXPECT_TRUE(t.use);
   EXPECT_EQ(t.tile, 4);
   EXPECT_EQ(t.log2_tile, 2);
@@ -232,6 +363,7 @@ TEST(ScatterEmulated, TileRule) {
   EXPECT_EQ(t.smem_bytes, 4 * 3 * 8 + 4 * 4096 * 4);
   EXPECT_LE(t.smem_bytes, cs::kTileSmemBytes);
   EXPECT_EQ(shape(args(DType::kFloat16, out, idx, ist, Combine::kAdd, true)).tile, 4);
+  EXPECT_EQ(shape(args(DType::kBFloat16, out, idx, ist, Combine::kAdd, true)).tile, 4);
   // Counts double the bytes per accumulator: mean over 4096 rows fits only 2 lines (no);
   // over 2048 rows, 4.
   EXPECT_FALSE(shape(args(DType::kFloat32, out, idx, ist, Combine::kMean, true)).use);
@@ -243,16 +375,16 @@ TEST(ScatterEmulated, TileRule) {
   ScatterArgs d = args(DType::kFloat32, out, idx, ist, Combine::kAdd, true);
   d.deterministic = true;
   EXPECT_FALSE(shape(d, cs::PathChoice::kTile).use);
-  EXPECT_FALSE(shape(args(DType::kFloat32, out, idx, {0, 1, 0}, Combine::kAdd, true)).use);
+  EXPECT_FALSE(shape(args(DType::kFloat16, out, idx, {0, 1, 0}, Combine::kAdd, true)).use);
   EXPECT_TRUE(
       shape(args(DType::kFloat32, out, idx, {0, 1, 0}, Combine::kAdd, true), cs::PathChoice::kTile)
           .use);
   const std::vector<int64_t> short_idx = {64, 1023, 1024};
-  EXPECT_FALSE(shape(args(DType::kFloat32, out, short_idx, swt::contiguous_strides(short_idx),
+  EXPECT_FALSE(shape(args(DType::kFloat16, out, short_idx, swt::contiguous_strides(short_idx),
                           Combine::kAdd, true))
                    .use);
   const std::vector<int64_t> small_out = {1, 64, 64}, small_idx = {1, 64, 15};
-  EXPECT_FALSE(shape(args(DType::kFloat32, small_out, small_idx, swt::contiguous_strides(small_idx),
+  EXPECT_FALSE(shape(args(DType::kFloat16, small_out, small_idx, swt::contiguous_strides(small_idx),
                           Combine::kAdd, true))
                    .use);
   EXPECT_FALSE(shape(args(DType::kComplex128, {64, 64, 8}, {64, 64, 8},
@@ -261,7 +393,7 @@ TEST(ScatterEmulated, TileRule) {
                    .use);
   // Out's dim too long for 4 lines in kTileSmemBytes.
   const std::vector<int64_t> long_out = {2, 20000, 64}, long_idx = {2, 20000, 64};
-  EXPECT_FALSE(shape(args(DType::kFloat32, long_out, long_idx, swt::contiguous_strides(long_idx),
+  EXPECT_FALSE(shape(args(DType::kFloat16, long_out, long_idx, swt::contiguous_strides(long_idx),
                           Combine::kAdd, true))
                    .use);
   // The tile path needs no workspace (float16 would need the accumulator otherwise).
