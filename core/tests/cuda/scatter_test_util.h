@@ -92,6 +92,10 @@ struct ScatterHostRunner {
   cs::BadIndex first;
   std::vector<std::string> launches;  // kernel names, in order
   int64_t blocks_skipped = 0;         // blocks that saw the abort word raised
+  // Blocks, and threads within a block, last first: another legal schedule, under which a
+  // write that the forward order happens to overwrite (a copy's early "last" write from the
+  // wrong chunk) survives.
+  bool reverse = false;
 
   unsigned grid(unsigned b) const { return grid_cap && grid_cap < b ? grid_cap : b; }
   template <typename F>
@@ -103,12 +107,13 @@ struct ScatterHostRunner {
                    F&& body) {
     launches.push_back(name);
     const unsigned g = grid(blocks);
-    for (unsigned b = 0; b < g; ++b) {
+    for (unsigned i = 0; i < g; ++i) {
+      const unsigned b = reverse ? g - 1 - i : i;
       if (abort && cs::aborted(*abort)) {
         ++blocks_skipped;
         continue;
       }
-      for (unsigned t = 0; t < threads; ++t) body(b, t, g);
+      for (unsigned j = 0; j < threads; ++j) body(b, reverse ? threads - 1 - j : j, g);
     }
   }
   int64_t sort_temp_bytes(const cs::SortShape& s) const { return 100 + s.n; }  // any size

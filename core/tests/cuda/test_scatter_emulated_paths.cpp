@@ -82,7 +82,8 @@ TEST(ScatterEmulated, SortedPathSharedIndex) {
 }
 
 // Arbitrary values (floating results depend on the order). The segment path's order is fixed
-// by the keys alone (scatter_cuda_segments.h), so: two runs on different grids are bitwise
+// by the keys alone (scatter_cuda_segments.h), so: two runs on different grids (the second
+// with blocks and threads in reverse order) are bitwise
 // equal; where the arithmetic is exact (integers, max/min, copy) the result is the lines
 // kernel's bits; floating add/multiply/mean are within a rounding bound of it (bitwise too
 // for segments within one chunk: DeterministicIsIndexOrder). The shapes
@@ -126,6 +127,7 @@ TEST(ScatterEmulated, SegmentsRepeatAndMatchLines) {
           std::memcpy(c.out.base(), before.data(), before.size());
           runs[k].path = choice[k];
           runs[k].grid_cap = caps[k];
+          runs[k].reverse = k == 1;
           ErrorDetail e;
           EXPECT_EQ(emulate_scatter(c.args(), runs[k], &e), Status::kOk) << e.message;
           got[k].assign(c.out.base(), c.out.base() + c.out.storage_bytes());
