@@ -4,16 +4,22 @@
     PYTHONPATH=python python3 bench/bench_scatter.py                 # every case, 3 dtypes
     PYTHONPATH=python python3 bench/bench_scatter.py --quick --cases moe_add --dtypes bfloat16
 
-This is issue 9's baseline (correctness first); issue 10 sets the speed targets. Cases:
+Cases (index patterns: top-k routing, uniform, sorted, heavy duplicates, random per element;
+contiguous and non-contiguous operands):
   moe_add      out (T, H) .scatter_add_(0, idx.view(-1,1).expand(-1,H), src (T*k, H)): the MoE
-               combine, row-expanded index, top-k routing (k = 8): T, H = 16384, 4096
+               combine, row-expanded index, top-k routing (each token exactly k = 8 times, in
+               shuffled order): T, H = 16384, 4096
   moe_amax     the same shapes through scatter_reduce_(..., 'amax', include_self=True)
+  moe_add_nc   moe_add with non-contiguous operands: src stored transposed (H, T*k).t(), out a
+               column slice of a (T, H + 64) tensor
   gnn_sum      out (N, F).scatter_reduce_(0, dst.view(-1,1).expand(-1,F), msg (E, F), 'sum',
-               include_self=False): N, E, F = 262144, 2097152, 128 (PyG's aggregation)
+               include_self=False): N, E, F = 1M, 16M, 128 (PyG's aggregation), uniform dst
   gnn_mean     the same with 'mean'
   gnn_amax     the same with 'amax'
+  gnn_sorted   gnn_sum with dst sorted (PyG's sorted edge_index)
+  dup_add      moe_add's shapes with every index value in [0, 16): heavy duplicates
   dim1_add     out (64, 4096, 1024).scatter_add_(1, randint index (64, 1024, 1024), src of the
-               index's shape): the random-index case along a middle dim
+               index's shape): a random index per element along a middle dim
   copy_rows    out (N, D).scatter_(0, perm[:M].view(-1,1).expand(-1,D), src (M, D)): plain
                scatter of distinct rows (no accumulation), N, M, D = 65536, 32768, 1024
 Each case also runs in deterministic mode (torch.use_deterministic_algorithms(True)) for ours
@@ -27,7 +33,9 @@ against ATen and a float64 run on the first set (see check()). Bytes per call = 
 written once (2 x out bytes touched). The copy reference is dst.copy_(src) of src's size.
 The validation pass (bad-index check before any write) is timed separately from the whole call
 with torch.profiler: the "validate %" column is its share of our GPU time; the JSON holds the
-time of every kernel of our call ("kernels_us").
+time of every kernel of our call ("kernels_us"). "host us" is the host time of one call of ours
+with the GPU idle (synchronized before; time.perf_counter until the call returns): where it
+exceeds the GPU time, the CUDA-event figure is the host's.
 """
 from __future__ import annotations
 
@@ -38,6 +46,7 @@ import json
 import os
 import statistics
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -45,33 +54,47 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_gather import DTYPES, ROOT, Timer, header, index_bytes, run_batches, pick_inner  # noqa: E402
 
-CASE_ORDER = ["moe_add", "moe_amax", "gnn_sum", "gnn_mean", "gnn_amax", "dim1_add", "copy_rows"]
+CASE_ORDER = ["moe_add", "moe_amax", "moe_add_nc", "gnn_sum", "gnn_mean", "gnn_amax", "gnn_sorted",
+              "dup_add", "dim1_add", "copy_rows"]
 
 
 def _randn(shape, dtype, device, gen):
     return torch.randn(shape, dtype=torch.float32, device=device, generator=gen).to(dtype)
 
 
-def _moe(dtype, device, gen, shrink, reduce):
+def _moe(dtype, device, gen, shrink, reduce, pattern="topk", contiguous=True):
     T, H, k = 16384 // shrink, 4096 // min(shrink, 16), 8
-    tok = torch.randint(0, T, (T * k,), device=device, generator=gen)
-    out = _randn((T, H), dtype, device, gen)
-    src = _randn((T * k, H), dtype, device, gen)
+    if pattern == "topk":  # every token exactly k times, in shuffled order
+        tok = torch.arange(T, device=device).repeat_interleave(k)
+        tok = tok[torch.randperm(T * k, device=device, generator=gen)]
+    else:  # heavy duplicates: 16 targets
+        tok = torch.randint(0, min(16, T), (T * k,), device=device, generator=gen)
+    if contiguous:
+        out = _randn((T, H), dtype, device, gen)
+        src = _randn((T * k, H), dtype, device, gen)
+    else:
+        out = _randn((T, H + 64), dtype, device, gen)[:, :H]
+        src = _randn((H, T * k), dtype, device, gen).t()
     idx = tok.view(-1, 1).expand(-1, H)
     if reduce == "add":
         fn = lambda o, i, s: o.scatter_add_(0, i, s)  # noqa: E731
     else:
         fn = lambda o, i, s: o.scatter_reduce_(0, i, s, reduce, include_self=True)  # noqa: E731
-    return out, idx, src, fn, f"out ({T},{H}) <- src ({T * k},{H}), row-expanded index", 0
+    what = {"topk": "top-k routing", "dup": "16 targets"}[pattern]
+    nc = "" if contiguous else ", src transposed, out a column slice"
+    return out, idx, src, fn, f"out ({T},{H}) <- src ({T * k},{H}), row-expanded index, {what}{nc}", 0
 
 
-def _gnn(dtype, device, gen, shrink, reduce):
-    N, E, F = 262144 // shrink, 2097152 // shrink, 128
+def _gnn(dtype, device, gen, shrink, reduce, ordered=False):
+    N, E, F = (1 << 20) // shrink, (1 << 24) // shrink, 128
     dst = torch.randint(0, N, (E,), device=device, generator=gen)
+    if ordered:
+        dst = dst.sort().values
     out = _randn((N, F), dtype, device, gen)
     src = _randn((E, F), dtype, device, gen)
     fn = lambda o, i, s: o.scatter_reduce_(0, i, s, reduce, include_self=False)  # noqa: E731
-    return out, dst.view(-1, 1).expand(-1, F), src, fn, f"out ({N},{F}) <- msg ({E},{F}) {reduce}", 0
+    what = "sorted" if ordered else "uniform"
+    return out, dst.view(-1, 1).expand(-1, F), src, fn, f"out ({N},{F}) <- msg ({E},{F}) {reduce}, {what} dst", 0
 
 
 def make_dim1(dtype, device, gen, shrink):
@@ -93,10 +116,14 @@ def make_copy_rows(dtype, device, gen, shrink):
 
 MAKERS = {
     "moe_add": lambda *a: _moe(*a, "add"), "moe_amax": lambda *a: _moe(*a, "amax"),
+    "moe_add_nc": lambda *a: _moe(*a, "add", contiguous=False),
     "gnn_sum": lambda *a: _gnn(*a, "sum"), "gnn_mean": lambda *a: _gnn(*a, "mean"),
-    "gnn_amax": lambda *a: _gnn(*a, "amax"), "dim1_add": make_dim1, "copy_rows": make_copy_rows,
+    "gnn_amax": lambda *a: _gnn(*a, "amax"), "gnn_sorted": lambda *a: _gnn(*a, "sum", ordered=True),
+    "dup_add": lambda *a: _moe(*a, "add", pattern="dup"),
+    "dim1_add": make_dim1, "copy_rows": make_copy_rows,
 }
-OP_OF = {"moe_add": "scatter_add", "dim1_add": "scatter_add", "copy_rows": "scatter"}
+OP_OF = {"moe_add": "scatter_add", "moe_add_nc": "scatter_add", "dup_add": "scatter_add",
+         "dim1_add": "scatter_add", "copy_rows": "scatter"}
 
 
 def check(fn, out0, i0, s0, ours, aten):
@@ -147,6 +174,21 @@ def kernel_split(sw, op, fn, s):
         return {"validate_pct": None, "kernels_us": {}, "error": repr(e)}
 
 
+def host_time(sw, op, fn, s, device, reps=5):
+    """Median host time (us) of one call of ours with the GPU idle before it."""
+    ts = []
+    with sw.use(include=[op]):
+        for _ in range(reps):
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            t0 = time.perf_counter()
+            fn(*s)
+            ts.append((time.perf_counter() - t0) * 1e6)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return statistics.median(ts)
+
+
 def bench_case(args, sw, case, dtype_name, device, timer, l2):
     dtype = DTYPES[dtype_name]
     op = OP_OF.get(case, "scatter_reduce")
@@ -173,9 +215,9 @@ def bench_case(args, sw, case, dtype_name, device, timer, l2):
     ctx = {"ours": lambda: sw.use(include=[op])}
     inner = pick_inner(timer, impls["aten"], sets, args.target_us)
     t = run_batches(timer, impls, sets, inner, args.reps, args.warmup, ctx)
-    # Deterministic mode walks each line (every coordinate but dim) with one thread, in index
-    # order: with few lines that is serial work (issue 10 adds a sorted-segment path), so it is
-    # timed only where lines >= --det-min-lines.
+    # Deterministic mode: the segment path for a shared index, else one thread per line (every
+    # coordinate but dim) in index order, which is serial work when lines are few: timed only
+    # where lines >= --det-min-lines.
     lines = i0.numel() // max(i0.size(dim), 1)
     td = {"ours_det": [float("nan")], "aten_det": [float("nan")]}
     if lines >= args.det_min_lines:
@@ -197,6 +239,7 @@ def bench_case(args, sw, case, dtype_name, device, timer, l2):
         "ratio": med["aten"] / med["ours"], "ratio_det": med["aten_det"] / med["ours_det"],
         "ours_gbs": moved / med["ours"] / 1e3, "aten_gbs": moved / med["aten"] / 1e3, "copy_gbs": copy_gbs,
         "ours_pct_copy": 100.0 * moved / med["ours"] / 1e3 / copy_gbs,
+        "host_us": host_time(sw, op, fn, sets[0], device),
         **(kernel_split(sw, op, fn, sets[0]) if device.type == "cuda" else {"validate_pct": None}),
         "raw_us": {**t, **td, **tc},
     }
@@ -206,14 +249,14 @@ def bench_case(args, sw, case, dtype_name, device, timer, l2):
 
 def table(rows):
     out = ["| case | dtype | shapes | ours us | ATen us | ATen/ours | ours GB/s | ATen GB/s | copy GB/s | ours % copy "
-           "| det ours us | det ATen us | det ATen/ours | validate % |",
-           "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+           "| det ours us | det ATen us | det ATen/ours | det ours/ours | validate % | host us |",
+           "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         v = "-" if r["validate_pct"] is None else f"{r['validate_pct']:.1f}"
         out.append(f"| {r['case']} | {r['dtype']} | {r['shapes']} | {r['ours_us']:.1f} | {r['aten_us']:.1f} | "
                    f"{r['ratio']:.2f} | {r['ours_gbs']:.0f} | {r['aten_gbs']:.0f} | {r['copy_gbs']:.0f} | "
                    f"{r['ours_pct_copy']:.0f}% | {r['ours_det_us']:.1f} | {r['aten_det_us']:.1f} | "
-                   f"{r['ratio_det']:.2f} | {v} |")
+                   f"{r['ratio_det']:.2f} | {r['ours_det_us'] / r['ours_us']:.2f} | {v} | {r['host_us']:.0f} |")
     return "\n".join(out)
 
 
@@ -224,7 +267,7 @@ def main(argv=None):
     p.add_argument("--dtypes", default="float32,float16,bfloat16")
     p.add_argument("--reps", type=int, default=None)
     p.add_argument("--target-us", type=float, default=2000.0)
-    p.add_argument("--det-min-lines", type=int, default=16384,
+    p.add_argument("--det-min-lines", type=int, default=1,
                    help="time deterministic mode only for cases with at least this many lines")
     p.add_argument("--device", default="cuda", help=argparse.SUPPRESS)
     p.add_argument("--shrink", type=int, default=1, help=argparse.SUPPRESS)
@@ -247,8 +290,8 @@ def main(argv=None):
         for d in dtypes:
             r = bench_case(args, sw, case, d, device, timer, l2)
             rows.append(r)
-            print(f"{case:9s} {d:9s} ours {r['ours_us']:9.1f} us ATen {r['aten_us']:9.1f} us x{r['ratio']:.2f} "
-                  f"det x{r['ratio_det']:.2f}", flush=True)
+            print(f"{case:10s} {d:9s} ours {r['ours_us']:9.1f} us ATen {r['aten_us']:9.1f} us x{r['ratio']:.2f} "
+                  f"det x{r['ratio_det']:.2f} host {r['host_us']:.0f} us", flush=True)
             for k, us in sorted(r.get("kernels_us", {}).items(), key=lambda kv: -kv[1]):
                 print(f"    {us:9.1f} us  {k[:160]}", flush=True)
             if device.type == "cuda":

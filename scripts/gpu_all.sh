@@ -9,8 +9,10 @@
 #   scripts/gpu_all.sh [phase ...]    (no phase = all, in the order below)
 #   phases: toolchain build bench benchscatter ctest demo diag pytest sanitize racecheck audit
 #           altbuild triage
-#           buildlib hostbench benchvar ncu ncuscatter   (not in the default list: buildlib builds only
-#           the library, for a benchmark-only run; the others profile)
+#           buildlib hostbench benchvar benchscattervar ncu ncuscatter   (not in the default
+#           list: buildlib builds only the library, for a benchmark-only run; the others profile;
+#           benchscattervar: the scatter benchmark with each path forced, SCATTER_PATHS and
+#           BENCHSCATTERVAR_ARGS)
 #
 # Contract: a failed build stops the run (later phases are listed as not run, and nothing
 # runs against a library that a failed link left behind); the summary lists every phase with
@@ -83,8 +85,10 @@ phase_build() {
   # /usr/bin/g++ (the distribution's, with a shared libstdc++) rather than the image's default
   # /opt/gcc, which has only a static one; cmake/CudaHostLink.cmake and StdcxxRuntime.cmake
   # make either link right, and cmake/CheckRuntime.cmake fails the build if not.
+  # --split-compile=0: nvcc optimizes one file's kernels on every core (the scatter file alone
+  # took most of a 391 s build on 2026-12-01).
   local args=(-S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSW_CUDA=ON -DSW_TORCH=ON
-    -DPython3_EXECUTABLE="$PY")
+    -DCMAKE_CUDA_FLAGS=--split-compile=0 -DPython3_EXECUTABLE="$PY")
   [ -d .gtest/googletest ] && args+=(-DSW_GTEST_SRC="$ROOT/.gtest" -DCMAKE_DISABLE_FIND_PACKAGE_GTest=ON)
   [ -x /usr/bin/g++ ] && args+=(-DCMAKE_CXX_COMPILER=/usr/bin/g++ -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++)
   cmake "${args[@]}" || return 1
@@ -98,7 +102,8 @@ phase_build() {
 
 phase_buildlib() {  # only what the Python benchmarks load: the core and the adapter (no tests)
   local args=(-S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSW_CUDA=ON -DSW_TORCH=ON
-    -DSW_BUILD_TESTS=OFF -DSW_BUILD_TOOLS=OFF -DPython3_EXECUTABLE="$PY")
+    -DSW_BUILD_TESTS=OFF -DSW_BUILD_TOOLS=OFF -DCMAKE_CUDA_FLAGS=--split-compile=0
+    -DPython3_EXECUTABLE="$PY")
   [ -x /usr/bin/g++ ] && args+=(-DCMAKE_CXX_COMPILER=/usr/bin/g++ -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++)
   cmake "${args[@]}" || return 1
   cmake --build build-gpu -j "$(nproc)" --target stridewise_torch || return 1
@@ -153,6 +158,16 @@ phase_benchvar() {  # the benchmark with each kernel forced (STRIDEWISE_GATHER_C
   return $rc
 }
 
+phase_benchscattervar() {  # the scatter benchmark with each CUDA path forced (STRIDEWISE_SCATTER_CUDA_PATH)
+  local v rc=0
+  for v in ${SCATTER_PATHS:-plain segments tile}; do
+    echo "=== scatter path forced: $v"
+    STRIDEWISE_SCATTER_CUDA_PATH=$v OUT=$LOG/benchscattervar_$v "$PY" bench/bench_scatter.py --quick \
+      ${BENCHSCATTERVAR_ARGS:---cases moe_add,gnn_sum,dim1_add --dtypes float32,bfloat16} | tail -n 12 || rc=1
+  done
+  return $rc
+}
+
 phase_ncu() {  # Nsight Compute counters, ATen's kernel beside ours (and forced variants)
   "$PY" bench/ncu_gather.py --md "$LOG/ncu_gather.md" ${NCU_ARGS:-}
 }
@@ -189,7 +204,7 @@ phase_pytest() {  # the whole suite; the audit files in 4 processes (each audit 
 # The phases run under `timeout` in a child bash, which sees them (and their settings) exported.
 export ROOT PY LOG CUDA_TESTS PYTEST_ARGS=${PYTEST_ARGS:-}
 export -f phase_toolchain phase_build phase_buildlib phase_altbuild phase_sanitize phase_racecheck phase_audit phase_ncuscatter phase_pytest \
-  phase_hostbench phase_benchvar phase_ncu
+  phase_hostbench phase_benchvar phase_benchscattervar phase_ncu
 
 note "date: $(date -u +%FT%TZ)"
 note "gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
@@ -213,7 +228,7 @@ for phase in $PHASES; do
       rm -f python/stridewise/_lib/libstridewise_torch.so
       run_phase buildlib 600 bash -c phase_buildlib || stop="build failed" ;;
     bench) run_phase bench 300 "$PY" bench/bench_gather.py ${BENCH_ARGS:-} ;;
-    benchscatter) run_phase benchscatter 400 "$PY" bench/bench_scatter.py ${BENCH_SCATTER_ARGS:-} ;;
+    benchscatter) run_phase benchscatter 1200 "$PY" bench/bench_scatter.py ${BENCH_SCATTER_ARGS:-} ;;
     ctest) run_phase ctest 300 ctest --test-dir build-gpu --output-on-failure ${CTEST_ARGS:-} ;;
     demo) run_phase demo 120 "$PY" -m stridewise demo --device cuda ;;
     diag) run_phase diag 120 "$PY" scripts/diag_bad_index.py ;;
@@ -228,6 +243,7 @@ for phase in $PHASES; do
     triage) run_phase triage 300 "$PY" scripts/triage_aten_cuda.py ;;
     hostbench) run_phase hostbench 180 bash -c phase_hostbench ;;
     benchvar) run_phase benchvar 400 bash -c phase_benchvar ;;
+    benchscattervar) run_phase benchscattervar 1200 bash -c phase_benchscattervar ;;
     ncu) run_phase ncu 500 bash -c phase_ncu ;;
     ncuscatter) run_phase ncuscatter 300 bash -c phase_ncuscatter ;;
     *) note "$(printf '%-10s unknown phase' "$phase")"; failed=1 ;;

@@ -7,12 +7,19 @@
 #                                               print the summary so far and the running
 #                                               phase's tail; copy logs to $OUT
 # collect exits 0 when the runner has finished (its exit code is in the summary's result
-# line), 3 while it is still running. Logs stay in build-gpu/logs between calls.
+# line), 3 while it is still running.
+#
+# The runner works in a private copy of the tree (SW_RUN_DIR, default /tmp/swrun), because
+# the device tool re-sends the tree on every call and a build reading it mid-copy fails on
+# files that are briefly missing (seen on 2026-12-01: "stridewise/gather.h: No such file").
+# start refreshes the copy with mtimes kept, so the copy's build-gpu stays incremental.
+# Logs stay in the copy's build-gpu/logs between calls.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$PWD
+SRC=$PWD
+ROOT=${SW_RUN_DIR:-/tmp/swrun}
 STATE=$ROOT/build-gpu/runner
-mkdir -p "$STATE" "$ROOT/build-gpu/logs"
+mkdir -p "$ROOT"
 
 running() { [[ -f $STATE/pid ]] && kill -0 "$(cat "$STATE/pid")" 2>/dev/null; }
 
@@ -20,6 +27,11 @@ case ${1:-} in
   start)
     shift
     if running; then echo "runner already running (pid $(cat "$STATE/pid"))"; exit 2; fi
+    # Files deleted from the tree stay in the copy; the build lists its sources, so a stale
+    # file there is never compiled.
+    tar -C "$SRC" --exclude=./build-gpu --exclude=./build --exclude=./out -cf - . |
+      tar -C "$ROOT" -xf - || { echo "copy of the tree to $ROOT failed"; exit 2; }
+    mkdir -p "$STATE" "$ROOT/build-gpu/logs"
     rm -f "$STATE/rc"
     # The runner packs into its own folder; collect copies that into each call's $OUT.
     OUT=$STATE/out setsid bash -c '"$1"/scripts/gpu_all.sh "${@:3}"; echo $? >"$2"' _ \
@@ -33,7 +45,7 @@ case ${1:-} in
     limit=${2:-540}
     t0=$(date +%s)
     while running && (($(date +%s) - t0 < limit)); do sleep 5; done
-    out=${OUT:-$ROOT/out}
+    out=${OUT:-$SRC/out}
     mkdir -p "$out"
     cp -f "$STATE"/out/* "$out"/ 2>/dev/null
     echo "---- summary ($(date -u +%T))"

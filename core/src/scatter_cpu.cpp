@@ -52,15 +52,6 @@ void validate_range(void* ctx, int64_t begin, int64_t end) {
   });
 }
 
-// The index's distinct elements: its stride-0 dims (an expanded index) are walked once.
-LoopPlan<1> index_elements(const StridedView& index) {
-  int64_t sizes[kMaxRank] = {};
-  for (int d = 0; d < index.rank; ++d)
-    sizes[d] = index.strides[d] == 0 && index.sizes[d] > 0 ? 1 : index.sizes[d];
-  const int64_t* strides[1] = {index.strides};
-  return plan_loop<1>(index.rank, sizes, strides);
-}
-
 // ---- pass 2: self -> out ------------------------------------------------------------------
 
 template <int E>
@@ -281,7 +272,7 @@ Status scatter_cpu(const ScatterArgs& args, const ScatterPlan& plan, const CpuEx
   job.esize = esize;
 
   if (plan.elems.numel > 0) {
-    const LoopPlan<1> index_plan = index_elements(args.index);
+    const LoopPlan<1>& index_plan = plan.index_elems;
     job.index_plan = &index_plan;
     ex.parallel_for(ex.self, index_plan.numel, kGrain, &validate_range, &job);
     const int64_t bad = job.first_bad.load();

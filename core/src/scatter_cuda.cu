@@ -7,11 +7,12 @@
 // Host work per call: cudaGetDevice, the (lazily allocated) error record and abort word
 // (two atomic loads and one fetch_add), cudaStreamIsCapturing, the host planning of the
 // workspace path (plan_loop over out's shape and the index's), 2..5 launches and
-// cudaGetLastError; the sorted path (scatter_cuda_sorted.h) adds CUB's host-side temp-size
+// cudaGetLastError; the segment path (scatter_cuda_sorted.h) adds CUB's host-side temp-size
 // query (twice: workspace bytes and call) and its radix sort's launches. No allocation, no
 // synchronization (unless CudaCheckMode::kSync).
 #include <cuda_runtime.h>
 
+#include <cstdlib>
 #include <cub/cub.cuh>
 
 #include "cuda_status.cuh"
@@ -106,17 +107,46 @@ __global__ void __launch_bounds__(kThreads) scatter_sort_keys_kernel(const KeysA
   sort_keys_thread(a, int64_t(blockIdx.x), int64_t(threadIdx.x), int64_t(gridDim.x));
 }
 
-// Launched with blockDim.x = SortedArgs::threads (<= kThreads).
-template <typename T, typename I, int D>
-__global__ void __launch_bounds__(kThreads) scatter_sorted_acc_kernel(const SortedArgs<I, D> a) {
+template <typename T, int V, typename I, int D>
+__global__ void __launch_bounds__(kThreads) scatter_seg_acc_kernel(const SegArgs<I, D> a) {
   if (block_aborted(a.abort)) return;
-  sorted_acc_thread<T>(a, int64_t(blockIdx.x), int64_t(threadIdx.x), int64_t(gridDim.x));
+  seg_acc_thread<T, V>(a, int64_t(blockIdx.x), int64_t(threadIdx.x), int64_t(gridDim.x));
 }
 
-template <typename U, typename I, int D>
-__global__ void __launch_bounds__(kThreads) scatter_sorted_put_kernel(const SortedArgs<I, D> a) {
+template <typename T, int V, typename I, int D>
+__global__ void __launch_bounds__(kThreads) scatter_seg_fix_kernel(const SegArgs<I, D> a) {
   if (block_aborted(a.abort)) return;
-  sorted_put_thread<U>(a, int64_t(blockIdx.x), int64_t(threadIdx.x), int64_t(gridDim.x));
+  seg_fix_thread<T, V>(a, int64_t(blockIdx.x), int64_t(threadIdx.x), int64_t(gridDim.x));
+}
+
+template <typename U, int V, typename I, int D>
+__global__ void __launch_bounds__(kThreads)
+    scatter_seg_put_kernel(const SegArgs<I, D> a, int units) {
+  if (block_aborted(a.abort)) return;
+  seg_put_thread<U, V>(a, units, int64_t(blockIdx.x), int64_t(threadIdx.x), int64_t(gridDim.x));
+}
+
+template <typename U, int V, typename I, int D>
+__global__ void __launch_bounds__(kThreads)
+    scatter_rows_put_kernel(const SegArgs<I, D> a, int64_t index_dim_stride) {
+  if (block_aborted(a.abort)) return;
+  rows_put_thread<U, V>(a, index_dim_stride, int64_t(blockIdx.x), int64_t(threadIdx.x),
+                        int64_t(gridDim.x));
+}
+
+// One block per tile of lines (grid-stride), the four phases of tile_phase separated by
+// barriers; dynamic shared memory of TileShape::smem_bytes.
+template <typename T, typename I, int D>
+__global__ void __launch_bounds__(kTileThreads)
+    scatter_tile_kernel(const TileArgs<I, D> a, int64_t tiles) {
+  extern __shared__ __align__(16) unsigned char tile_mem[];
+  if (block_aborted(a.abort)) return;
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    for (int phase = 0; phase < 4; ++phase) {
+      tile_phase<T>(a, phase, t, int64_t(threadIdx.x), int64_t(blockDim.x), tile_mem);
+      __syncthreads();
+    }
+  }
 }
 
 // cub::DeviceRadixSort::SortPairs over a DoubleBuffer (temp == nullptr: the size query,
@@ -186,13 +216,29 @@ struct CudaRunner {
     int sel = -1;
     return radix_sort_any(a, &bytes, stream, &sel) == cudaSuccess ? sel : -1;
   }
-  template <typename T, typename I, int D>
-  void sorted_acc(const SortedArgs<I, D>& a, unsigned blocks, unsigned threads) {
-    scatter_sorted_acc_kernel<T, I, D><<<blocks, threads, 0, stream>>>(a);
+  template <typename T, int V, typename I, int D>
+  void seg_acc(const SegArgs<I, D>& a, unsigned blocks) {
+    scatter_seg_acc_kernel<T, V, I, D><<<blocks, kThreads, 0, stream>>>(a);
   }
-  template <typename U, typename I, int D>
-  void sorted_put(const SortedArgs<I, D>& a, unsigned blocks, unsigned threads) {
-    scatter_sorted_put_kernel<U, I, D><<<blocks, threads, 0, stream>>>(a);
+  template <typename T, int V, typename I, int D>
+  void seg_fix(const SegArgs<I, D>& a, unsigned blocks) {
+    scatter_seg_fix_kernel<T, V, I, D><<<blocks, kThreads, 0, stream>>>(a);
+  }
+  template <typename U, int V, typename I, int D>
+  void seg_put(const SegArgs<I, D>& a, int units, unsigned blocks) {
+    scatter_seg_put_kernel<U, V, I, D><<<blocks, kThreads, 0, stream>>>(a, units);
+  }
+  template <typename U, int V, typename I, int D>
+  void rows_put(const SegArgs<I, D>& a, int64_t index_dim_stride, unsigned blocks) {
+    scatter_rows_put_kernel<U, V, I, D><<<blocks, kThreads, 0, stream>>>(a, index_dim_stride);
+  }
+  template <typename T, typename I, int D>
+  void tile(const TileArgs<I, D>& a, int64_t tiles, unsigned blocks, int64_t smem) {
+    // Above 48 KB a kernel must opt in; a refusal surfaces at the launch (cudaGetLastError).
+    (void)cudaFuncSetAttribute(scatter_tile_kernel<T, I, D>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    scatter_tile_kernel<T, I, D>
+        <<<blocks, kTileThreads, static_cast<size_t>(smem), stream>>>(a, tiles);
   }
   template <typename T, typename I, int D>
   void ws_init(const WsArgs<I, D>& a, unsigned blocks) {
@@ -207,14 +253,14 @@ struct CudaRunner {
 }  // namespace
 
 size_t scatter_cuda_workspace_bytes_with(const ScatterArgs& args, const ScatterPlan& plan,
-                                         SortedChoice choice) {
+                                         PathChoice choice) {
   CudaRunner runner{nullptr};  // the size query launches nothing
   return static_cast<size_t>(call_layout(args, plan, choice, runner).total);
 }
 
 Status scatter_cuda_with(const ScatterArgs& args, const ScatterPlan& plan, void* workspace,
                          size_t workspace_bytes, void* stream, ErrorDetail* err,
-                         SortedChoice choice) {
+                         PathChoice choice) {
   if (plan.elems.numel == 0 && (plan.in_place || plan.copy.numel == 0)) return Status::kOk;
 
   int device = 0;
@@ -250,17 +296,30 @@ Status scatter_cuda_with(const ScatterArgs& args, const ScatterPlan& plan, void*
   return Status::kOk;
 }
 
+// STRIDEWISE_SCATTER_CUDA_PATH (auto|plain|segments|tile), read once: forces a path for
+// benchmarks and profiles (where the call allows it). An unknown value is ignored (auto), never
+// an error on a user's call.
+namespace {
+PathChoice forced_path() {
+  static const PathChoice choice = [] {
+    PathChoice c = PathChoice::kAuto;
+    return parse_path_choice(std::getenv("STRIDEWISE_SCATTER_CUDA_PATH"), &c) ? c
+                                                                              : PathChoice::kAuto;
+  }();
+  return choice;
+}
+}  // namespace
+
 }  // namespace cuda_scatter
 
 size_t scatter_cuda_workspace_bytes(const ScatterArgs& args, const ScatterPlan& plan) {
-  return cuda_scatter::scatter_cuda_workspace_bytes_with(args, plan,
-                                                         cuda_scatter::SortedChoice::kAuto);
+  return cuda_scatter::scatter_cuda_workspace_bytes_with(args, plan, cuda_scatter::forced_path());
 }
 
 Status scatter_cuda(const ScatterArgs& args, const ScatterPlan& plan, void* workspace,
                     size_t workspace_bytes, void* stream, ErrorDetail* err) {
   return cuda_scatter::scatter_cuda_with(args, plan, workspace, workspace_bytes, stream, err,
-                                         cuda_scatter::SortedChoice::kAuto);
+                                         cuda_scatter::forced_path());
 }
 
 }  // namespace stridewise

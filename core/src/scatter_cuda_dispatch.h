@@ -2,172 +2,39 @@
 // scatter_cuda.cu and the host emulation test, which passes a Runner that runs the bodies of
 // scatter_cuda_impl.h on the host). Sequence, every step after the first gated by the call's
 // abort word:
-//  1. validate (ScatterPlan::elems, index only): records the first bad value, raises the word;
+//  1. validate (ScatterPlan::index_elems: the index's distinct elements): records a bad value,
+//     raises the word;
 //  2. self -> out when not in place (ScatterPlan::copy), per unit;
 //  3. copy combine: put_elems (one thread per position) or put_lines (deterministic);
 //     accumulating combines without a workspace: acc_elems / acc_lines straight into out;
 //     with one (float16/bfloat16, mean, include_self = false): ws_init -> acc_elems /
 //     acc_lines into the workspace -> ws_final into out;
-//     or, deterministic with a shared index (scatter_cuda_sorted.h, sort_shape's rule):
-//     sort_keys -> sort -> sorted_put / sorted_acc straight into out.
+//     or, with a shared index (scatter_cuda_sorted.h, sort_shape's rule): sort_keys -> sort
+//     -> seg_put, or seg_acc -> seg_fix (scatter_cuda_segments.h), straight into out;
+//     or, accumulating with an index per element (scatter_cuda_tile.h, tile_shape's rule):
+//     one tile kernel, accumulators in shared memory, straight into out.
 // The workspace: an accumulator of AccOf<T> per out element, then (mean or include_self =
 // false) an int32 count per out element, each part 256-byte aligned. Both are dense over
 // out's shape with out's dims ordered by out's strides (largest first): out's memory order,
-// so ws_init/ws_final walk both in step. The sorted path needs neither: its workspace is two
-// key arrays, two position arrays (line_len each, 4 or 8 bytes) and CUB's temporary storage
-// (the runner's sort_temp_bytes: CUB's host-side query), each part 256-byte aligned.
+// so ws_init/ws_final walk both in step. The segment path needs neither: its workspace is two
+// key arrays, two position arrays (line_len each, 4 or 8 bytes), CUB's temporary storage
+// (the runner's sort_temp_bytes: CUB's host-side query) and, for accumulating combines, the
+// carry (2 x lines AccOf<T> per chunk), each part 256-byte aligned. The tile path needs none.
+// Helpers (type dispatch, ws_layout, grid sizes): scatter_cuda_launch.h.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <string>
 
+#include "scatter_cuda_launch.h"
 #include "scatter_cuda_sorted.h"
+#include "scatter_cuda_tile.h"
 #include "stridewise/layout.h"
 #include "stridewise/scatter.h"
 
 namespace stridewise {
 namespace cuda_scatter {
-
-using cuda_gather::ceil_div;
-using cuda_gather::kI32Max;
-using cuda_gather::kMaxBlocks;
-using cuda_gather::Tag;
-using cuda_gather::UnitOf;
-
-// f(Tag<T>) for the storage type of dtype t; kUnsupported when scatter has no arithmetic.
-template <typename F>
-Status with_type(DType t, F&& f) {
-  switch (t) {
-    case DType::kBool:
-      return f(Tag<Bool>{});
-    case DType::kUInt8:
-      return f(Tag<uint8_t>{});
-    case DType::kInt8:
-      return f(Tag<int8_t>{});
-    case DType::kInt16:
-      return f(Tag<int16_t>{});
-    case DType::kInt32:
-      return f(Tag<int32_t>{});
-    case DType::kInt64:
-      return f(Tag<int64_t>{});
-    case DType::kFloat16:
-      return f(Tag<F16>{});
-    case DType::kBFloat16:
-      return f(Tag<BF16>{});
-    case DType::kFloat32:
-      return f(Tag<float>{});
-    case DType::kFloat64:
-      return f(Tag<double>{});
-    case DType::kComplex64:
-      return f(Tag<Cx<float>>{});
-    case DType::kComplex128:
-      return f(Tag<Cx<double>>{});
-    default:
-      return Status::kUnsupported;
-  }
-}
-
-// Offset type x calculator capacity (4 or kMaxRank only: the instantiation budget).
-template <typename F>
-Status with_offsets(bool u32, int rank, F&& f) {
-  if (rank <= 4) {
-    if (u32) return f(Tag<uint32_t>{}, std::integral_constant<int, 4>{});
-    return f(Tag<int64_t>{}, std::integral_constant<int, 4>{});
-  }
-  if (u32) return f(Tag<uint32_t>{}, std::integral_constant<int, kMaxRank>{});
-  return f(Tag<int64_t>{}, std::integral_constant<int, kMaxRank>{});
-}
-
-inline int64_t align256(int64_t b) {
-  return (b + 255) / 256 * 256;
-}
-
-// Bytes of the accumulation type (scatter_cuda_types.h): 4 for float16/bfloat16 (float32) and
-// for bool and 1-/2-byte integers (int32); the element size otherwise.
-inline int acc_bytes(DType t) {
-  return elem_size(t) < 4 ? 4 : elem_size(t);
-}
-
-// Where the workspace parts lie; total 0 when the call needs none.
-struct WsLayout {
-  bool needed = false;
-  bool counts = false;
-  int64_t count_at = 0;  // bytes from the start
-  int64_t total = 0;
-  bool sorted = false;  // the sorted path's parts instead (bytes from the start)
-  SortShape sort;
-  int64_t keys_at[2] = {0, 0};
-  int64_t vals_at[2] = {0, 0};
-  int64_t temp_at = 0;
-  int64_t temp_bytes = 0;
-};
-
-// `sort`: the call's sort_shape; sort_temp: CUB's temporary bytes for it.
-inline WsLayout ws_layout(const ScatterArgs& a, const SortShape& sort = {}, int64_t sort_temp = 0) {
-  WsLayout w;
-  if (sort.use) {
-    const int64_t part = align256(sort.n * (sort.wide ? 8 : 4));
-    w.needed = w.sorted = true;
-    w.sort = sort;
-    for (int k = 0; k < 2; ++k) {
-      w.keys_at[k] = k * part;
-      w.vals_at[k] = (2 + k) * part;
-    }
-    w.temp_at = 4 * part;
-    w.temp_bytes = align256(sort_temp > 0 ? sort_temp : 0);
-    w.total = w.temp_at + w.temp_bytes;
-    return w;
-  }
-  const Combine c = a.desc.combine;
-  if (c == Combine::kCopy) return w;
-  const bool low = acc_bytes(a.out.dtype) != elem_size(a.out.dtype);  // narrow: int32/float32
-  w.counts = c == Combine::kMean || !a.desc.include_self;
-  w.needed = low || w.counts;
-  if (!w.needed) return w;
-  const int64_t n = a.out.numel();
-  w.count_at = align256(n * acc_bytes(a.out.dtype));
-  w.total = w.count_at + (w.counts ? align256(n * 4) : 0);
-  return w;
-}
-
-// Dense strides over out's shape in out's memory order (largest out stride outermost).
-inline void ws_strides(const StridedView& out, int64_t* st) {
-  int order[kMaxRank];
-  for (int d = 0; d < out.rank; ++d) order[d] = d;
-  std::stable_sort(order, order + out.rank,
-                   [&](int x, int y) { return out.strides[x] > out.strides[y]; });
-  int64_t acc = 1;
-  for (int i = out.rank - 1; i >= 0; --i) {
-    st[order[i]] = acc;
-    acc *= out.sizes[order[i]];
-  }
-}
-
-inline unsigned grid_for(int64_t n) {
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min(ceil_div(n, kThreads), kMaxBlocks)));
-}
-
-// A (target, index, src) plan like ScatterPlan::elems (lines: sizes[dim] = 1) with the
-// workspace as operand 0.
-inline LoopPlan<3> ws_scatter_plan(const ScatterArgs& a, const ScatterPlan& p, const int64_t* wst,
-                                   bool lines) {
-  const int r = a.index.rank;
-  int64_t sizes[kMaxRank] = {}, t[kMaxRank] = {}, s[kMaxRank] = {};
-  for (int d = 0; d < r; ++d) {
-    sizes[d] = lines && d == p.dim ? (a.index.sizes[d] == 0 ? 0 : 1) : a.index.sizes[d];
-    t[d] = d == p.dim ? 0 : wst[d];
-    s[d] = a.has_value ? 0 : a.src.strides[d];
-  }
-  const int64_t* strides[3] = {t, a.index.strides, s};
-  int64_t extra[3] = {0, 0, 0};
-  if (r > 0 && p.out_dim_size > 0) extra[0] = (p.out_dim_size - 1) * wst[p.dim];
-  if (lines && p.line_len > 0) {
-    extra[1] = (p.line_len - 1) * p.index_dim_stride;
-    extra[2] = (p.line_len - 1) * p.src_dim_stride;
-  }
-  return plan_loop<3>(r, sizes, strides, extra);
-}
 
 template <typename Runner>
 struct Launcher {
@@ -179,14 +46,13 @@ struct Launcher {
   bool idx64 = args.index.dtype == DType::kInt64;
 
   Status validate() {
-    const LoopPlan<3>& l = plan.elems;
+    const LoopPlan<1>& l = plan.index_elems;
     return with_offsets(l.fits_int32, l.rank, [&](auto it, auto dims) {
       using I = typename decltype(it)::type;
       constexpr int D = decltype(dims)::value;
-      const int ops[1] = {kScatterIndex};
-      ValidateArgs<I, D> v{args.index.data,         idx64, OffsetCalculator<1, I, D>(l, ops),
+      ValidateArgs<I, D> v{args.index.data,         idx64, OffsetCalculator<1, I, D>(l),
                            static_cast<I>(l.numel), site,  abort};
-      runner.template validate<I, D>(v, grid_for(l.numel));
+      runner.template validate<I, D>(v, grid_for(ceil_div(l.numel, kValidateUnroll)));
       return Status::kOk;
     });
   }
@@ -213,13 +79,8 @@ struct Launcher {
       return with_offsets(u32, l.rank, [&](auto it, auto dims) {
         using I = typename decltype(it)::type;
         constexpr int D = decltype(dims)::value;
-        PutArgs<I, D> p;
-        p.out = args.out.data;
-        p.index = args.index.data;
-        p.src = args.has_value ? nullptr : args.src.data;
-        p.idx64 = idx64;
-        p.has_value = args.has_value;
-        memcpy(p.value.b, args.value, sizeof p.value.b);
+        PutArgs<I, D> p{};
+        static_cast<Operands&>(p) = operands_of(args, args.out.data);
         p.calc = OffsetCalculator<3, I, D>(l);
         p.numel = static_cast<I>(l.numel);
         p.out_dim_stride = static_cast<I>(plan.out_dim_stride);
@@ -242,20 +103,19 @@ struct Launcher {
   // The scatter step of an accumulating combine into `target` (out, or the accumulator),
   // planned by `l` (operand 0 = target) with `tds` target elements per index unit.
   template <typename T>
-  Status accumulate(const LoopPlan<3>& l, bool lines, void* target, int32_t* count, int64_t tds) {
+  Status accumulate(const LoopPlan<3>& planned, bool lines, void* target, int32_t* count,
+                    int64_t tds) {
+    const int tbytes =
+        target == args.out.data ? elem_size(args.out.dtype) : acc_bytes(args.out.dtype);
+    const LoopPlan<3> l =
+        lines ? planned : interleave_target(planned, static_cast<int>(plan.dim), 128 / tbytes);
     const bool u32 = l.fits_int32 && plan.line_len <= kI32Max;
     return with_offsets(u32, l.rank, [&](auto it, auto dims) {
       using I = typename decltype(it)::type;
       constexpr int D = decltype(dims)::value;
-      AccArgs<I, D> p;
-      p.target = target;
+      AccArgs<I, D> p{};
+      static_cast<Operands&>(p) = operands_of(args, target);
       p.count = count;
-      p.index = args.index.data;
-      p.src = args.has_value ? nullptr : args.src.data;
-      p.idx64 = idx64;
-      p.has_value = args.has_value;
-      p.combine = args.desc.combine;
-      memcpy(p.value.b, args.value, sizeof p.value.b);
       p.calc = OffsetCalculator<3, I, D>(l);
       p.numel = static_cast<I>(l.numel);
       p.target_dim_stride = static_cast<I>(tds);
@@ -293,7 +153,7 @@ struct Launcher {
     });
   }
 
-  // The sorted-segment path (scatter_cuda_sorted.h) straight into out.
+  // The segment path (scatter_cuda_sorted.h, scatter_cuda_segments.h) straight into out.
   Status sorted(const WsLayout& w, void* workspace, int unit, int units) {
     const SortShape& s = w.sort;
     char* const base = static_cast<char*>(workspace);
@@ -314,41 +174,135 @@ struct Launcher {
     const int sel = runner.sort(sa);
     if (sel < 0) return Status::kDeviceError;
     const LoopPlan<3>& l = plan.lines;
-    const int64_t threads = std::min<int64_t>(kThreads, ceil_div(l.numel, 32) * 32);
-    const int64_t chunks = ceil_div(l.numel, threads);
-    const unsigned blocks = static_cast<unsigned>(std::min(s.n * chunks, kMaxBlocks));
+    const bool acc = args.desc.accumulates();
+    const int v = seg_vec(acc ? elem_size(args.out.dtype) : unit * units, units);
     const bool u32 = l.fits_int32 && units == 1 && plan.line_len <= kI32Max;
     return with_offsets(u32, l.rank, [&](auto it, auto dims) {
       using I = typename decltype(it)::type;
       constexpr int D = decltype(dims)::value;
-      SortedArgs<I, D> p;
-      p.out = args.out.data;
-      p.src = args.has_value ? nullptr : args.src.data;
-      p.has_value = args.has_value;
-      memcpy(p.value.b, args.value, sizeof p.value.b);
-      p.combine = args.desc.combine;
-      p.include_self = args.desc.include_self;
+      SegArgs<I, D> p{};
+      static_cast<Operands&>(p) = operands_of(args, args.out.data);
       p.keys = sa.keys[sel];
       p.vals = sa.vals[sel];
       p.wide = s.wide;
-      p.calc = OffsetCalculator<3, I, D>(l);
-      p.lines = static_cast<I>(l.numel);
-      p.chunks = chunks;
-      p.threads = threads;
       p.n = s.n;
+      p.chunk = kSegChunk;
+      p.chunks = seg_chunks(s.n);
+      p.calc = OffsetCalculator<3, I, D>(l);
+      p.lines = l.numel;
+      const int64_t groups = ceil_div(l.numel, v);  // threads per chunk
+      // Lines one vector apart (v > 1) are read whole by a tile; otherwise tiles of one warp,
+      // tile-major, keep the src columns in use at once small enough for L2 (SegArgs).
+      p.tile_major = v == 1;
+      const int64_t max_tile = p.tile_major ? 32 : kThreads;
+      p.tile_threads = 1;
+      while (p.tile_threads < groups && p.tile_threads < max_tile) p.tile_threads *= 2;
+      p.tiles = ceil_div(groups, p.tile_threads);
       p.out_dim_stride = static_cast<I>(plan.out_dim_stride);
       p.src_dim_stride = static_cast<I>(plan.src_dim_stride);
       p.size = plan.out_dim_size;
-      p.units = units;
+      p.carry = acc ? base + w.carry_at : nullptr;
       p.abort = abort;
-      if (!args.desc.accumulates())
+      const unsigned blocks = static_cast<unsigned>(std::max<int64_t>(
+          1, std::min(ceil_div(p.chunks * p.tiles, kThreads / p.tile_threads), kMaxBlocks)));
+      if (!acc)
         return cuda_gather::with_unit(unit, [&](auto ut) {
-          runner.template sorted_put<typename decltype(ut)::type, I, D>(p, blocks,
-                                                                        unsigned(threads));
-          return Status::kOk;
+          using U = typename decltype(ut)::type;
+          return with_vec<sizeof(U)>(v, [&](auto vv) {
+            runner.template seg_put<U, decltype(vv)::value, I, D>(p, units, blocks);
+            return Status::kOk;
+          });
         });
       return with_type(args.out.dtype, [&](auto tt) {
-        runner.template sorted_acc<typename decltype(tt)::type, I, D>(p, blocks, unsigned(threads));
+        using T = typename decltype(tt)::type;
+        return with_vec<sizeof(T)>(v, [&](auto vv) {
+          runner.template seg_acc<T, decltype(vv)::value, I, D>(p, blocks);
+          runner.template seg_fix<T, decltype(vv)::value, I, D>(p, blocks);
+          return Status::kOk;
+        });
+      });
+    });
+  }
+
+  // Fast-mode copy through a shared index whose lines are one aligned run (seg_vec > 1):
+  // rows_put_thread, with no sort. v: seg_vec's.
+  Status rows_put(int v) {
+    const LoopPlan<3>& l = plan.lines;
+    const bool u32 = l.fits_int32 && plan.line_len <= kI32Max;
+    return with_offsets(u32, l.rank, [&](auto it, auto dims) {
+      using I = typename decltype(it)::type;
+      constexpr int D = decltype(dims)::value;
+      SegArgs<I, D> p{};
+      static_cast<Operands&>(p) = operands_of(args, args.out.data);
+      p.n = plan.line_len;
+      p.calc = OffsetCalculator<3, I, D>(l);
+      p.lines = l.numel;
+      const int64_t groups = ceil_div(ceil_div(l.numel, v), kRowsUnroll);  // threads per row
+      p.tile_threads = 1;
+      while (p.tile_threads < groups && p.tile_threads < kThreads) p.tile_threads *= 2;
+      p.tiles = ceil_div(groups, p.tile_threads);
+      p.out_dim_stride = static_cast<I>(plan.out_dim_stride);
+      p.src_dim_stride = static_cast<I>(plan.src_dim_stride);
+      p.size = plan.out_dim_size;
+      p.abort = abort;
+      const unsigned blocks = static_cast<unsigned>(std::max<int64_t>(
+          1, std::min(ceil_div(p.n * p.tiles, kThreads / p.tile_threads), kMaxBlocks)));
+      return cuda_gather::with_unit(elem_size(args.out.dtype), [&](auto ut) {
+        using U = typename decltype(ut)::type;
+        return with_vec<sizeof(U)>(v, [&](auto vv) {
+          constexpr int V = decltype(vv)::value;
+          if constexpr (V == 1) {
+            return Status::kUnsupported;  // never: the caller checked v > 1
+          } else {
+            runner.template rows_put<U, V, I, D>(p, plan.index_dim_stride, blocks);
+            return Status::kOk;
+          }
+        });
+      });
+    });
+  }
+
+  // V for the segment kernels (elements of `bytes` per thread): 16 / bytes when the lines are
+  // one run of consecutive elements in out and src (index stride 0: the index is shared),
+  // every vector access is 16-byte aligned and the lines divide into vectors; else 1.
+  int seg_vec(int bytes, int units) const {
+    const LoopPlan<3>& l = plan.lines;
+    if (units != 1 || bytes > 8 || 16 % bytes != 0 || l.rank != 1) return 1;
+    const int64_t v = 16 / bytes;
+    const bool src = !args.has_value;
+    if (l.strides[kScatterOut][0] != 1 || (src && l.strides[kScatterSrc][0] != 1)) return 1;
+    if (l.numel % v != 0 || plan.out_dim_stride % v != 0 || (src && plan.src_dim_stride % v != 0))
+      return 1;
+    if (addr(args.out.data) % 16 != 0 || (src && addr(args.src.data) % 16 != 0)) return 1;
+    return static_cast<int>(v);
+  }
+
+  // The tile path (scatter_cuda_tile.h) straight into out.
+  Status tile(const TileShape& ts) {
+    const LoopPlan<3>& l = plan.lines;
+    const bool u32 = l.fits_int32 && plan.line_len <= kI32Max;
+    const int64_t tiles = ceil_div(l.numel, ts.tile);
+    const unsigned blocks =
+        static_cast<unsigned>(std::max<int64_t>(1, std::min(tiles, kMaxBlocks)));
+    return with_type(args.out.dtype, [&](auto tt) {
+      using T = typename decltype(tt)::type;
+      return with_offsets(u32, l.rank, [&](auto it, auto dims) {
+        using I = typename decltype(it)::type;
+        constexpr int D = decltype(dims)::value;
+        TileArgs<I, D> p{};
+        static_cast<Operands&>(p) = operands_of(args, args.out.data);
+        p.counts = ts.counts;
+        p.calc = OffsetCalculator<3, I, D>(l);
+        p.lines = l.numel;
+        p.tile = ts.tile;
+        p.log2_tile = ts.log2_tile;
+        p.n = plan.out_dim_size;
+        p.line_len = plan.line_len;
+        p.out_dim_stride = static_cast<I>(plan.out_dim_stride);
+        p.index_dim_stride = static_cast<I>(plan.index_dim_stride);
+        p.src_dim_stride = static_cast<I>(plan.src_dim_stride);
+        p.abort = abort;
+        runner.template tile<T, I, D>(p, tiles, blocks, ts.smem_bytes);
         return Status::kOk;
       });
     });
@@ -379,15 +333,19 @@ struct Launcher {
   }
 };
 
-inline uint64_t addr(const void* p) {
-  return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p));
+// The call's workspace layout (the runner answers CUB's size query; negative: it failed).
+inline TileShape call_tile(const ScatterArgs& a, const ScatterPlan& p, PathChoice choice) {
+  return tile_shape(a, p, choice, acc_bytes(a.out.dtype));
 }
 
 // The call's workspace layout (the runner answers CUB's size query; negative: it failed).
+// The tile path needs none.
 template <typename Runner>
-WsLayout call_layout(const ScatterArgs& a, const ScatterPlan& p, SortedChoice choice,
-                     Runner& runner, int64_t* sort_temp = nullptr) {
+WsLayout call_layout(const ScatterArgs& a, const ScatterPlan& p, PathChoice choice, Runner& runner,
+                     int64_t* sort_temp = nullptr) {
   const SortShape s = sort_shape(a, p, choice);
+  if (sort_temp) *sort_temp = 0;
+  if (!s.use && call_tile(a, p, choice).use) return WsLayout{};
   const int64_t t = s.use ? runner.sort_temp_bytes(s) : 0;
   if (sort_temp) *sort_temp = t;
   return ws_layout(a, s, t);
@@ -398,7 +356,7 @@ WsLayout call_layout(const ScatterArgs& a, const ScatterPlan& p, SortedChoice ch
 template <typename Runner>
 Status run_scatter(const ScatterArgs& args, const ScatterPlan& plan, void* workspace,
                    size_t workspace_bytes, const ScatterSite& site, const Abort& abort,
-                   Runner& runner, std::string* why, SortedChoice choice = SortedChoice::kAuto) {
+                   Runner& runner, std::string* why, PathChoice choice = PathChoice::kAuto) {
   const char* fn = "scatter_cuda: ";
   const int esize = elem_size(args.out.dtype);
   const bool accumulates = args.desc.accumulates();
@@ -444,7 +402,18 @@ Status run_scatter(const ScatterArgs& args, const ScatterPlan& plan, void* works
     if (st == Status::kUnsupported) *why = std::string(fn) + "unsupported element type";
     return st;
   }
-  if (!accumulates) return L.put(unit, esize / unit);
+  if (!accumulates) {
+    // deterministic copies took the segment path above; kNever ("plain") keeps put_elems.
+    const int v = choice != PathChoice::kNever && index_shared(args) ? L.seg_vec(esize, 1) : 1;
+    if (unit == esize && v > 1) return L.rows_put(v);
+    return L.put(unit, esize / unit);
+  }
+  const TileShape ts = call_tile(args, plan, choice);
+  if (ts.use) {
+    st = L.tile(ts);
+    if (st != Status::kOk) *why = std::string(fn) + "unsupported element type";
+    return st;
+  }
   st = with_type(args.out.dtype, [&](auto tt) {
     return L.template combine<typename decltype(tt)::type>(workspace);
   });

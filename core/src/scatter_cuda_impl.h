@@ -61,30 +61,70 @@ SW_HOST_DEVICE SW_INLINE T value_as(const Value& v) {
   return t;
 }
 
-// ---- validation: every index value, in plan order -----------------------------------------
+// What every scatter body after validation reads and writes: out (for the accumulating
+// bodies: the target, out itself or the workspace's accumulator), index, src (unused when
+// has_value) and the value scalar. The bodies' argument structs derive from it, so one host
+// line fills it (operands_of).
+struct Operands {
+  void* out;
+  const void* index;
+  const void* src;
+  bool idx64;
+  bool has_value;
+  Value value;
+  Combine combine;  // the accumulating bodies'
+  bool include_self;
+};
+
+inline Operands operands_of(const ScatterArgs& a, void* out) {
+  Operands o;
+  o.out = out;
+  o.index = a.index.data;
+  o.src = a.has_value ? nullptr : a.src.data;
+  o.idx64 = a.index.dtype == DType::kInt64;
+  o.has_value = a.has_value;
+  memcpy(o.value.b, a.value, sizeof o.value.b);
+  o.combine = a.desc.combine;
+  o.include_self = a.desc.include_self;
+  return o;
+}
+
+// ---- validation: the index's distinct elements, in its memory order ----------------------
 
 template <typename I, int D>
 struct ValidateArgs {
   const void* index;
   bool idx64;
-  OffsetCalculator<1, I, D> calc;  // plan position -> index offset (ScatterPlan::elems)
+  OffsetCalculator<1, I, D> calc;  // plan position -> index offset (ScatterPlan::index_elems)
   I numel;
   ScatterSite site;
   Abort abort;
 };
 
-// Finds this thread's first bad value (lowest plan position it visits); the kernel raises
-// the abort word and records it.
+// Finds this thread's first bad value (lowest index_elems position it visits); the kernel
+// raises the abort word and records it. kValidateUnroll loads are issued before any is
+// tested: with one load per thread and no unrolling the pass ran at ~230 GB/s on the H200
+// (2026-12-01, 67M int64 values in 2.34 ms), a tenth of what reading the index allows.
+constexpr int kValidateUnroll = 4;
+
 template <typename I, int D>
 SW_HOST_DEVICE SW_INLINE void validate_thread(const ValidateArgs<I, D>& a, I block, I thread,
                                               I grid, BadIndex& bad) {
-  // i + step cannot wrap: numel <= 2^31-1 and step <= kMaxBlocks * kThreads = 2^28.
+  // i + kValidateUnroll * step cannot wrap: numel <= 2^31-1 and
+  // step <= kMaxBlocks * kThreads = 2^28, so it stays below 2^31 + 2^30.
   const I step = grid * I(kThreads);
-  for (I i = block * I(kThreads) + thread; i < a.numel; i += step) {
-    const int64_t v = load_index(a.index, a.calc.get(i).v[0], a.idx64);
-    if (v < 0 || v >= a.site.size) {
-      bad = BadIndex{true, v, static_cast<int64_t>(i)};
-      return;
+  for (I i = block * I(kThreads) + thread; i < a.numel; i += I(kValidateUnroll) * step) {
+    int64_t v[kValidateUnroll];
+    for (int u = 0; u < kValidateUnroll; ++u) {
+      const I j = i + I(u) * step;
+      v[u] = j < a.numel ? load_index(a.index, a.calc.get(j).v[0], a.idx64) : 0;
+    }
+    for (int u = 0; u < kValidateUnroll; ++u) {
+      const I j = i + I(u) * step;
+      if (j < a.numel && (v[u] < 0 || v[u] >= a.site.size)) {
+        bad = BadIndex{true, v[u], static_cast<int64_t>(j)};
+        return;
+      }
     }
   }
 }
@@ -115,13 +155,7 @@ SW_HOST_DEVICE SW_INLINE void copy_thread(const CopyArgs<I, D>& a, I block, I th
 // ---- combine kCopy (scatter with src or value), per unit ---------------------------------
 
 template <typename I, int D>
-struct PutArgs {
-  void* out;
-  const void* index;
-  const void* src;  // unused when has_value
-  bool idx64;
-  bool has_value;
-  Value value;
+struct PutArgs : Operands {
   OffsetCalculator<3, I, D> calc;  // (out, index, src): ScatterPlan::elems or ::lines
   I numel;                         // positions of calc's plan
   I out_dim_stride;                // elements per unit of index value
@@ -166,16 +200,9 @@ SW_HOST_DEVICE SW_INLINE void put_lines_thread(const PutArgs<I, D>& a, I block, 
 // ---- accumulating combines, per storage type T (target holds AccOf<T>) --------------------
 
 template <typename I, int D>
-struct AccArgs {
-  void* target;    // AccOf<T>: out itself, or the workspace's accumulator
-  int32_t* count;  // null, or the workspace's counts (same offsets as target)
-  const void* index;
-  const void* src;  // T; unused when has_value
-  bool idx64;
-  bool has_value;
-  Combine combine;
-  Value value;
-  OffsetCalculator<3, I, D> calc;  // (target, index, src), elems or lines
+struct AccArgs : Operands {        // out: AccOf<T>, out itself or the workspace's accumulator
+  int32_t* count;                  // null, or the workspace's counts (same offsets as out)
+  OffsetCalculator<3, I, D> calc;  // (out, index, src), elems or lines
   I numel;
   I target_dim_stride;
   int64_t size;
@@ -189,7 +216,7 @@ struct AccArgs {
 template <typename T, typename I, int D>
 SW_HOST_DEVICE SW_INLINE void acc_elems_thread(const AccArgs<I, D>& a, I block, I thread, I grid) {
   using A = AccOf<T>;
-  A* const target = static_cast<A*>(a.target);
+  A* const target = static_cast<A*>(a.out);
   const T* const src = static_cast<const T*>(a.src);
   const A val = a.has_value ? Conv<T>::load(value_as<T>(a.value)) : A{};
   for (I i = block * I(kThreads) + thread; i < a.numel; i += grid * I(kThreads)) {
@@ -207,7 +234,7 @@ SW_HOST_DEVICE SW_INLINE void acc_elems_thread(const AccArgs<I, D>& a, I block, 
 template <typename T, typename I, int D>
 SW_HOST_DEVICE SW_INLINE void acc_lines_thread(const AccArgs<I, D>& a, I block, I thread, I grid) {
   using A = AccOf<T>;
-  A* const target = static_cast<A*>(a.target);
+  A* const target = static_cast<A*>(a.out);
   const T* const src = static_cast<const T*>(a.src);
   const A val = a.has_value ? Conv<T>::load(value_as<T>(a.value)) : A{};
   for (I l = block * I(kThreads) + thread; l < a.numel; l += grid * I(kThreads)) {
@@ -221,6 +248,20 @@ SW_HOST_DEVICE SW_INLINE void acc_lines_thread(const AccArgs<I, D>& a, I block, 
       if (a.count) ++a.count[t];
     }
   }
+}
+
+// A finished accumulator r over `count` values (self not counted): false when out keeps its
+// value (include_self = false and nothing arrived, or a mean over nothing); else true with r
+// the value to store (mean: divided by count, plus one with self).
+template <typename T>
+SW_HOST_DEVICE SW_INLINE bool finish_acc(Combine c, bool include_self, int64_t count, AccOf<T>* r) {
+  if (c == Combine::kMean) {
+    const int64_t d = count + (include_self ? 1 : 0);
+    if (d == 0) return false;
+    *r = Ops<AccOf<T>>::mean(mean_sum<T>(*r), d);
+    return true;
+  }
+  return include_self || count > 0;
 }
 
 // ---- workspace: init from out (or the identity), finalize into out ------------------------
@@ -258,16 +299,9 @@ SW_HOST_DEVICE SW_INLINE void ws_final_thread(const WsArgs<I, D>& a, I block, I 
   const A* const acc = static_cast<const A*>(a.acc);
   for (I i = block * I(kThreads) + thread; i < a.numel; i += grid * I(kThreads)) {
     const Offsets<2, I> o = a.calc.get(i);
-    const int64_t n = a.count ? a.count[o.v[1]] : 0;
     A r = acc[o.v[1]];
-    if (a.combine == Combine::kMean) {
-      const int64_t d = n + (a.include_self ? 1 : 0);
-      if (d == 0) continue;
-      r = Ops<A>::mean(mean_sum<T>(r), d);
-    } else if (!a.include_self && n == 0) {
-      continue;
-    }
-    out[o.v[0]] = Conv<T>::store(r);
+    if (finish_acc<T>(a.combine, a.include_self, a.count ? a.count[o.v[1]] : 0, &r))
+      out[o.v[0]] = Conv<T>::store(r);
   }
 }
 

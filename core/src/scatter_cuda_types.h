@@ -51,6 +51,16 @@ SW_HOST_DEVICE SW_INLINE uint16_t float_to_bf16(float f) {
   return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 SW_HOST_DEVICE SW_INLINE float f16_to_float(uint16_t h) {
+#if defined(__CUDA_ARCH__)
+  // The conversion instruction: the bit manipulation below cost the float16 kernels about a
+  // third of their time against bfloat16's (H200, 2026-12-01). It is exact for every value
+  // but NaN, whose payload it need not keep: NaNs take the portable path.
+  if ((h & 0x7fffu) <= 0x7c00u) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+  }
+#endif
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t exp = (h >> 10) & 0x1fu;
   const uint32_t man = h & 0x3ffu;
@@ -66,12 +76,20 @@ SW_HOST_DEVICE SW_INLINE uint16_t float_to_f16(float f) {
   const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
   const uint32_t a = u & 0x7fffffffu;
   if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+#if defined(__CUDA_ARCH__)
+  // Not NaN: the instruction rounds to nearest even, overflow and subnormals included, as
+  // the host code does.
+  uint16_t r;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(f));
+  return r;
+#else
   if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);
   if (a < 0x38800000u) {  // subnormal result: a * 2^24 rounded by a float add of 0.5f
     const float v = bits_as<float>(a) + 0.5f;
     return static_cast<uint16_t>(sign | static_cast<uint16_t>(bits_as<uint32_t>(v) - 0x3f000000u));
   }
   return static_cast<uint16_t>(sign | ((a + 0xc8000fffu + ((a >> 13) & 1u)) >> 13));
+#endif
 }
 
 // Storage type -> accumulation type.

@@ -157,6 +157,15 @@ Status plan_scatter(const ScatterArgs& args, ScatterPlan* plan, ErrorDetail* err
   }
   p.lines = plan_loop<3>(r, line_sizes, strides, line_extra);
 
+  // The index's distinct elements: a stride-0 dim (an expanded index) is walked once. An
+  // empty index keeps its zero so that nothing is walked.
+  int64_t index_sizes[kMaxRank] = {};
+  for (int d = 0; d < r; ++d)
+    index_sizes[d] =
+        args.index.strides[d] == 0 && args.index.sizes[d] > 0 ? 1 : args.index.sizes[d];
+  const int64_t* index_strides[1] = {args.index.strides};
+  p.index_elems = plan_loop<1>(r, index_sizes, index_strides);
+
   if (!p.in_place) {
     const int64_t* cs[2] = {args.out.strides, args.self.strides};
     p.copy = plan_loop<2>(r, args.out.sizes, cs);

@@ -22,9 +22,10 @@
 //  - CPU: every index value is checked before anything is written; returns kIndexOutOfRange
 //    with the first offending element of the index's distinct elements (stride-0 dims read
 //    once) in the index's memory order, which ErrorDetail::position counts (ATen's message).
-//  - CUDA: a validation pass records the first offending value (cuda_errors.h) and raises a
-//    per-call abort word on the device; every later kernel of the call reads the word and
-//    writes nothing. No host synchronization.
+//  - CUDA: a validation pass over the same distinct elements records an offending value (the
+//    first one its thread met: cuda_errors.h) and raises a per-call abort word on the device;
+//    every later kernel of the call reads the word and writes nothing. No host
+//    synchronization.
 // Determinism: the CPU walks each line (all coordinates but dim fixed) in index order, so
 // results never depend on the thread count. On CUDA with `deterministic` set, lines are walked
 // the same way (one thread per line): duplicate targets combine in index order along dim,
@@ -72,6 +73,9 @@ struct ScatterPlan {
   int64_t dim = 0;
   bool in_place = false;  // out is self: no copy
   LoopPlan<2> copy;       // (out, self) over out's shape, when !in_place
+  // The index's distinct elements (stride-0 dims walked once), in its memory order: what the
+  // validation reads; ErrorDetail::position counts in this order.
+  LoopPlan<1> index_elems;
 };
 
 // Validates the contract above (cheap, host only) and plans the loops.

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -87,10 +88,14 @@ std::string compare_out(const ScatterCase& c, const unsigned char* got,
 // or, for odd end_bit, back into buffer 0, the other buffer and CUB's temp then poisoned.
 struct ScatterHostRunner {
   unsigned grid_cap = 0;
-  cs::SortedChoice sorted = cs::SortedChoice::kAuto;  // emulate_scatter's choice
+  cs::PathChoice path = cs::PathChoice::kAuto;  // emulate_scatter's choice
   cs::BadIndex first;
   std::vector<std::string> launches;  // kernel names, in order
   int64_t blocks_skipped = 0;         // blocks that saw the abort word raised
+  // Blocks, and threads within a block, last first: another legal schedule, under which a
+  // write that the forward order happens to overwrite (a copy's early "last" write from the
+  // wrong chunk) survives.
+  bool reverse = false;
 
   unsigned grid(unsigned b) const { return grid_cap && grid_cap < b ? grid_cap : b; }
   template <typename F>
@@ -102,12 +107,13 @@ struct ScatterHostRunner {
                    F&& body) {
     launches.push_back(name);
     const unsigned g = grid(blocks);
-    for (unsigned b = 0; b < g; ++b) {
+    for (unsigned i = 0; i < g; ++i) {
+      const unsigned b = reverse ? g - 1 - i : i;
       if (abort && cs::aborted(*abort)) {
         ++blocks_skipped;
         continue;
       }
-      for (unsigned t = 0; t < threads; ++t) body(b, t, g);
+      for (unsigned j = 0; j < threads; ++j) body(b, reverse ? threads - 1 - j : j, g);
     }
   }
   int64_t sort_temp_bytes(const cs::SortShape& s) const { return 100 + s.n; }  // any size
@@ -117,17 +123,50 @@ struct ScatterHostRunner {
     });
   }
   int sort(const cs::SortArgs& a);  // scatter_test_util.cpp
-  template <typename T, typename I, int D>
-  void sorted_acc(const cs::SortedArgs<I, D>& a, unsigned blocks, unsigned threads) {
-    run_threads("sorted_acc", &a.abort, blocks, threads, [&](unsigned b, unsigned t, unsigned g) {
-      cs::sorted_acc_thread<T>(a, int64_t(b), int64_t(t), int64_t(g));
+  template <typename T, int V, typename I, int D>
+  void seg_acc(const cs::SegArgs<I, D>& a, unsigned blocks) {
+    run("seg_acc", &a.abort, blocks, [&](unsigned b, unsigned t, unsigned g) {
+      cs::seg_acc_thread<T, V>(a, int64_t(b), int64_t(t), int64_t(g));
     });
   }
-  template <typename U, typename I, int D>
-  void sorted_put(const cs::SortedArgs<I, D>& a, unsigned blocks, unsigned threads) {
-    run_threads("sorted_put", &a.abort, blocks, threads, [&](unsigned b, unsigned t, unsigned g) {
-      cs::sorted_put_thread<U>(a, int64_t(b), int64_t(t), int64_t(g));
+  template <typename T, int V, typename I, int D>
+  void seg_fix(const cs::SegArgs<I, D>& a, unsigned blocks) {
+    run("seg_fix", &a.abort, blocks, [&](unsigned b, unsigned t, unsigned g) {
+      cs::seg_fix_thread<T, V>(a, int64_t(b), int64_t(t), int64_t(g));
     });
+  }
+  template <typename U, int V, typename I, int D>
+  void seg_put(const cs::SegArgs<I, D>& a, int units, unsigned blocks) {
+    run("seg_put", &a.abort, blocks, [&](unsigned b, unsigned t, unsigned g) {
+      cs::seg_put_thread<U, V>(a, units, int64_t(b), int64_t(t), int64_t(g));
+    });
+  }
+  template <typename U, int V, typename I, int D>
+  void rows_put(const cs::SegArgs<I, D>& a, int64_t index_dim_stride, unsigned blocks) {
+    run("rows_put", &a.abort, blocks, [&](unsigned b, unsigned t, unsigned g) {
+      cs::rows_put_thread<U, V>(a, index_dim_stride, int64_t(b), int64_t(t), int64_t(g));
+    });
+  }
+  // Each tile of each block: the four phases in order, each for every thread (the barriers),
+  // over a fresh poisoned shared memory.
+  template <typename T, typename I, int D>
+  void tile(const cs::TileArgs<I, D>& a, int64_t tiles, unsigned blocks, int64_t smem) {
+    launches.push_back("tile");
+    const unsigned g = grid(blocks);
+    std::vector<unsigned char> mem(static_cast<size_t>(smem) + 16);
+    void* base = mem.data() + (16 - cs::addr(mem.data()) % 16) % 16;
+    for (unsigned b = 0; b < g; ++b) {
+      if (cs::aborted(a.abort)) {
+        ++blocks_skipped;
+        continue;
+      }
+      for (int64_t t = b; t < tiles; t += g) {
+        std::fill(mem.begin(), mem.end(), 0xEE);
+        for (int phase = 0; phase < 4; ++phase)
+          for (int64_t th = 0; th < cs::kTileThreads; ++th)
+            cs::tile_phase<T>(a, phase, t, th, cs::kTileThreads, base);
+      }
+    }
   }
   template <typename I, int D>
   void validate(const cs::ValidateArgs<I, D>& a, unsigned blocks) {
@@ -184,9 +223,10 @@ stridewise::Status emulate_scatter(const stridewise::ScatterArgs& a, ScatterHost
 
 // Emulates c and checks status, report (value bad, position in plan order holds it) and
 // the whole out storage against reference_scatter.
-// `sorted`: the runner's choice of the sorted path; `ran` (optional): the launches.
-::testing::AssertionResult scatter_emulated_matches(
-    ScatterCase& c, uint64_t seed, unsigned grid_cap = 0,
-    cs::SortedChoice sorted = cs::SortedChoice::kAuto, std::vector<std::string>* ran = nullptr);
+// `path`: the runner's choice of path (PathChoice); `ran` (optional): the launches.
+::testing::AssertionResult scatter_emulated_matches(ScatterCase& c, uint64_t seed,
+                                                    unsigned grid_cap = 0,
+                                                    cs::PathChoice path = cs::PathChoice::kAuto,
+                                                    std::vector<std::string>* ran = nullptr);
 
 }  // namespace swct

@@ -1,9 +1,11 @@
 // scatter_cuda on the GPU against scatter_cpu on the same inputs (floating types within a
 // tolerance, integers, bool and copy exactly; a racy copy may keep any of the values written
 // to a position), deterministic mode bitwise equal across runs, and bad index values
-// (nothing written, the record filled, the next call unaffected). The sorted-segment path
-// (scatter_cuda_sorted.h): bitwise equal to the lines kernel with arbitrary values and heavy
-// duplicates, and a bad index writes nothing. Skips without a device.
+// (nothing written, the record filled, the next call unaffected). The segment path
+// (scatter_cuda_sorted.h, scatter_cuda_segments.h): repeatable bitwise, equal to the lines
+// kernel where the arithmetic is exact and close to it where it rounds, with arbitrary values
+// and heavy duplicates, and a bad index writes nothing. Skips without a device.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -47,13 +49,12 @@ struct DeviceScatter {
   }
   // Plans, allocates the workspace, runs on `stream`, synchronizes and polls. `choice`: the
   // sorted path's (scatter_cuda_sorted.h); kAuto is scatter_cuda itself.
-  Status run(cudaStream_t stream, ErrorDetail* e,
-             cs::SortedChoice choice = cs::SortedChoice::kAuto) {
+  Status run(cudaStream_t stream, ErrorDetail* e, cs::PathChoice choice = cs::PathChoice::kAuto) {
     ScatterPlan plan;
     Status s = stridewise::plan_scatter(args, &plan, e);
     if (s != Status::kOk) return s;
     const size_t bytes = cs::scatter_cuda_workspace_bytes_with(args, plan, choice);
-    if (choice == cs::SortedChoice::kAuto) {
+    if (choice == cs::PathChoice::kAuto) {
       EXPECT_EQ(bytes, stridewise::scatter_cuda_workspace_bytes(args, plan));
     }
     if (bytes > ws_bytes) {
@@ -63,7 +64,7 @@ struct DeviceScatter {
       if (cudaMalloc(&ws, bytes) != cudaSuccess) return Status::kDeviceError;
       ws_bytes = bytes;
     }
-    s = choice == cs::SortedChoice::kAuto
+    s = choice == cs::PathChoice::kAuto
             ? stridewise::scatter_cuda(args, plan, ws, bytes, stream, e)
             : cs::scatter_cuda_with(args, plan, ws, bytes, stream, e, choice);
     if (s != Status::kOk) return s;
@@ -80,8 +81,10 @@ double rtol_of(DType t) {
   return t == DType::kFloat16 || t == DType::kBFloat16 ? 1e-2 : 1e-5;
 }
 
-// GPU result of c against scatter_cpu's on the same inputs.
-::testing::AssertionResult matches_cpu(ScatterCase& c, cudaStream_t stream, uint64_t seed) {
+// GPU result of c against scatter_cpu's on the same inputs (floating: within rtol_of and atol).
+::testing::AssertionResult matches_cpu(ScatterCase& c, cudaStream_t stream, uint64_t seed,
+                                       double atol = 1e-6,
+                                       cs::PathChoice path = cs::PathChoice::kAuto) {
   const std::string where =
       "\n  case: " + c.describe() + "\n  STRIDEWISE_TEST_SEED=" + std::to_string(seed);
   int64_t bad = 0;
@@ -91,7 +94,7 @@ double rtol_of(DType t) {
   if (d.status() != cudaSuccess)
     return ::testing::AssertionFailure() << "device copy failed" << where;
   ErrorDetail e;
-  const Status gs = d.run(stream, &e);
+  const Status gs = d.run(stream, &e, path);
   ErrorDetail ce;
   const Status cs_ = stridewise::scatter_cpu(c.args(), stridewise::serial_cpu_executor(), &ce);
   if (gs != cs_)
@@ -104,7 +107,7 @@ double rtol_of(DType t) {
   const std::vector<unsigned char> want(c.out.base(), c.out.base() + c.out.storage_bytes());
   const bool racy = c.desc.combine == Combine::kCopy && !c.deterministic;
   const std::string diff =
-      compare_out(c, got.data(), want, racy ? &cands : nullptr, rtol_of(c.out.view.dtype), 1e-6);
+      compare_out(c, got.data(), want, racy ? &cands : nullptr, rtol_of(c.out.view.dtype), atol);
   if (!diff.empty()) return ::testing::AssertionFailure() << diff << where;
   return ::testing::AssertionSuccess();
 }
@@ -198,11 +201,14 @@ TEST_F(ScatterCuda, BadIndexWritesNothingAndRecords) {
   EXPECT_GT(planted, 100);
 }
 
-// The sorted path against the lines kernel, bitwise, with arbitrary values (float sums show
-// any change of order) and heavy duplicates (few targets, long lines): PyG's aggregation
-// (few lines, one chunk), a 1-D scatter (one line), several chunks of lines, dim inner. And
-// against scatter_cpu.
-TEST_F(ScatterCuda, SortedEqualsLinesBitwise) {
+// The segment path against the lines kernel with arbitrary values (float sums show any
+// change of order) and heavy duplicates (few targets, long lines): PyG's aggregation (few
+// lines, many chunks per target), a 1-D scatter (one line), lines in 16-byte vectors, dim
+// inner. Two runs are bitwise equal; integers, max/min and copy equal the lines kernel
+// bitwise; floating add/multiply/mean are within a rounding bound of it (a segment that
+// crosses a chunk of 64 sorted positions is folded piecewise: scatter_cuda_segments.h).
+// And against scatter_cpu.
+TEST_F(ScatterCuda, SegmentsRepeatAndMatchLines) {
   swt::Rng rng(seed_);
   struct Shape {
     std::vector<int64_t> out;
@@ -219,31 +225,104 @@ TEST_F(ScatterCuda, SortedEqualsLinesBitwise) {
         const Shape& sh = shapes[form];
         ScatterCase c = shared_index_case(rng, dt, Combine(comb), incl, swt::coin(rng, 0.5),
                                           swt::coin(rng, 0.1), sh.out, sh.dim, sh.line_len, true);
-        std::vector<unsigned char> got[2];
-        const cs::SortedChoice ch[2] = {cs::SortedChoice::kAlways, cs::SortedChoice::kNever};
-        for (int k = 0; k < 2; ++k) {
+        std::vector<unsigned char> got[3];
+        const cs::PathChoice ch[3] = {cs::PathChoice::kAlways, cs::PathChoice::kAlways,
+                                      cs::PathChoice::kNever};
+        for (int k = 0; k < 3; ++k) {
           DeviceScatter d(c);
           ASSERT_EQ(d.status(), cudaSuccess);
           ErrorDetail e;
           ASSERT_EQ(d.run(stream_, &e, ch[k]), Status::kOk) << e.message << "\n" << c.describe();
           got[k] = d.out.download();
         }
-        const std::string diff = swt::diff_bytes(got[0].data(), got[1].data(), got[0].size());
-        EXPECT_EQ(diff, "") << c.describe();
-        const auto r = matches_cpu(c, stream_, seed_);  // kAuto: the sorted path here
+        const std::string rep = swt::diff_bytes(got[0].data(), got[1].data(), got[0].size());
+        EXPECT_EQ(rep, "") << "two runs differ: " << c.describe();
+        const bool exact = dt == DType::kInt32 || comb == 0 || comb == int(Combine::kMax) ||
+                           comb == int(Combine::kMin);
+        // terms in [-1, 1]: a reordered float32 sum of n of them moves by < n * 2^-23
+        const double atol = exact ? 0 : dt == DType::kFloat32 ? 1.2e-7 * double(sh.line_len) : 1e-3;
+        const std::string vs =
+            compare_out(c, got[0].data(), got[2], nullptr, exact ? 0 : rtol_of(dt), atol);
+        EXPECT_EQ(vs, "") << (exact ? "not the lines kernel's bits: " : "too far: ")
+                          << c.describe();
+        const auto r = matches_cpu(c, stream_, seed_, std::max(atol, 1e-6));  // kAuto: segments
         EXPECT_TRUE(r);
-        failures += diff.empty() && r ? 0 : 1;
+        failures += rep.empty() && vs.empty() && r ? 0 : 1;
       }
     }
   }
-  // The sorted path is what ran: a copy needs a workspace only there.
+  // The segment path is what ran: a copy needs a workspace only there.
   ScatterCase c = shared_index_case(rng, DType::kFloat32, Combine::kCopy, true, true, false,
                                     {50, 128}, 0, 2000, true);
   ScatterPlan plan;
   ErrorDetail e;
   ASSERT_EQ(stridewise::plan_scatter(c.args(), &plan, &e), Status::kOk);
   EXPECT_GT(stridewise::scatter_cuda_workspace_bytes(c.args(), plan), 0u);
-  EXPECT_EQ(cs::scatter_cuda_workspace_bytes_with(c.args(), plan, cs::SortedChoice::kNever), 0u);
+  EXPECT_EQ(cs::scatter_cuda_workspace_bytes_with(c.args(), plan, cs::PathChoice::kNever), 0u);
+}
+
+// The tile path (scatter_cuda_tile.h) on the GPU, forced where it can run: shared-memory
+// atomics, the dynamic shared memory opt-in above 48 KB (out's dim up to 3000), several tiles
+// per block, random layouts; every accumulating combine and include_self, against
+// scatter_cpu. Then bad values: nothing written, the record filled.
+TEST_F(ScatterCuda, TilePathMatchesCpu) {
+  swt::Rng rng(seed_);
+  int failures = 0, tiled = 0;
+  for (int i = 0; i < 150 && failures < 5; ++i) {
+    ScatterCaseOpts o;
+    o.deterministic = 0;
+    o.rank = static_cast<int>(swt::rand_int(rng, 1, 3));
+    o.max_size = i % 3 == 0 ? 3000 / (o.rank * o.rank) : 40;
+    o.nan = swt::coin(rng, 0.1);
+    ScatterCase c = random_scatter_case(rng, o);
+    if (c.desc.combine == Combine::kCopy) continue;
+    ScatterPlan plan;
+    ErrorDetail e;
+    ASSERT_EQ(stridewise::plan_scatter(c.args(), &plan, &e), Status::kOk);
+    tiled += cs::call_tile(c.args(), plan, cs::PathChoice::kTile).use ? 1 : 0;
+    const auto r = matches_cpu(c, stream_, seed_, 1e-6, cs::PathChoice::kTile);
+    EXPECT_TRUE(r) << "iteration " << i;
+    failures += r ? 0 : 1;
+  }
+  EXPECT_GT(tiled, 50);
+  for (int i = 0; i < 20; ++i) {
+    ScatterCaseOpts o;
+    o.deterministic = 0;
+    o.rank = 2;
+    o.max_size = 500;
+    ScatterCase c = random_scatter_case(rng, o);
+    if (c.desc.combine == Combine::kCopy || !plant_bad_index(rng, c)) continue;
+    const std::vector<unsigned char> before(c.out.base(), c.out.base() + c.out.storage_bytes());
+    DeviceScatter d(c);
+    ASSERT_EQ(d.status(), cudaSuccess);
+    ErrorDetail e;
+    ASSERT_EQ(d.run(stream_, &e, cs::PathChoice::kTile), Status::kIndexOutOfRange) << c.describe();
+    const std::vector<unsigned char> got = d.out.download();
+    EXPECT_EQ(swt::diff_bytes(got.data(), before.data(), got.size()), "") << c.describe();
+  }
+}
+
+// Fast-mode copies through a shared index over aligned contiguous lines (rows_put: no sort,
+// 16-byte vectors), rows narrow and wide, heavy duplicates, the value form, a bad value now and
+// then: every element ends as one of its candidates, and a bad value writes nothing.
+TEST_F(ScatterCuda, RowsPutMatchesCpu) {
+  swt::Rng rng(seed_);
+  const DType types[] = {DType::kFloat32, DType::kFloat16, DType::kFloat64, DType::kInt8};
+  int failures = 0;
+  for (int i = 0; i < 120 && failures < 5; ++i) {
+    const DType dt = types[swt::rand_int(rng, 0, 3)];
+    const bool wide = swt::coin(rng, 0.25);
+    const std::vector<int64_t> out = {swt::rand_int(rng, 1, wide ? 3 : 40),
+                                      16 * swt::rand_int(rng, wide ? 150 : 1, wide ? 300 : 40)};
+    ScatterCase c =
+        shared_index_case(rng, dt, Combine::kCopy, true, swt::coin(rng, 0.5), swt::coin(rng, 0.2),
+                          out, 0, swt::rand_int(rng, 1, 200), true);
+    c.deterministic = false;
+    if (swt::coin(rng, 0.1)) plant_bad_index(rng, c);
+    const auto r = matches_cpu(c, stream_, seed_);
+    EXPECT_TRUE(r) << "iteration " << i;
+    failures += r ? 0 : 1;
+  }
 }
 
 TEST_F(ScatterCuda, SortedBadIndexWritesNothing) {
@@ -257,7 +336,7 @@ TEST_F(ScatterCuda, SortedBadIndexWritesNothing) {
     DeviceScatter d(c);
     ASSERT_EQ(d.status(), cudaSuccess);
     ErrorDetail e;
-    ASSERT_EQ(d.run(stream_, &e, cs::SortedChoice::kAlways), Status::kIndexOutOfRange)
+    ASSERT_EQ(d.run(stream_, &e, cs::PathChoice::kAlways), Status::kIndexOutOfRange)
         << c.describe();
     EXPECT_EQ(e.dim, 0);
     EXPECT_EQ(e.hi, 40);
@@ -284,7 +363,7 @@ TEST_F(ScatterCuda, DISABLED_SortedPathTiming) {
                                       sh.out, 0, sh.line_len, false);
     DeviceScatter d(c);
     ASSERT_EQ(d.status(), cudaSuccess);
-    for (cs::SortedChoice ch : {cs::SortedChoice::kAlways, cs::SortedChoice::kNever}) {
+    for (cs::PathChoice ch : {cs::PathChoice::kAlways, cs::PathChoice::kNever}) {
       ErrorDetail e;
       ASSERT_EQ(d.run(stream_, &e, ch), Status::kOk) << e.message;  // warm-up, workspace
       cudaEvent_t t0, t1;
@@ -297,7 +376,7 @@ TEST_F(ScatterCuda, DISABLED_SortedPathTiming) {
       float ms = 0;
       cudaEventElapsedTime(&ms, t0, t1);
       std::printf("%-40s %-7s %10.3f ms\n", sh.name,
-                  ch == cs::SortedChoice::kAlways ? "sorted" : "lines", ms);
+                  ch == cs::PathChoice::kAlways ? "sorted" : "lines", ms);
       cudaEventDestroy(t0);
       cudaEventDestroy(t1);
     }

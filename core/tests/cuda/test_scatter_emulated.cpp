@@ -8,9 +8,7 @@
 //
 // Inputs hold small integers (powers of two for multiply), so every floating combine is
 // exact in any order and the comparison is bitwise (NaNs compare equal to NaNs).
-// The sorted-segment path (scatter_cuda_sorted.h; the runner's sort is std::stable_sort):
-// shared-index layouts against the reference, bitwise against the lines kernel with
-// arbitrary values, and its selection rule and workspace layout.
+// The segment and tile paths: test_scatter_emulated_paths.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -134,7 +132,9 @@ TEST(ScatterEmulated, AbortWordSkipsEveryLaterBlock) {
 }
 
 // Deterministic mode with arbitrary floats: lines combine in index order, so the result is
-// the reference's bit for bit (floating add is not associative).
+// the reference's bit for bit (floating add is not associative). Lines of at most 8 steps:
+// a shared index takes the segment path, whose segments then lie within one chunk, where it
+// combines in the same order.
 TEST(ScatterEmulated, DeterministicIsIndexOrder) {
   const uint64_t seed = swt::test_seed();
   swt::Rng rng(seed);
@@ -190,176 +190,6 @@ TEST(ScatterEmulated, WorkspaceLayoutAndCheck) {
             Status::kInvalidArgument);
   EXPECT_TRUE(r.launches.empty());
   EXPECT_NE(why.find("workspace"), std::string::npos) << why;
-}
-
-// ---- the sorted-segment path --------------------------------------------------------------
-
-bool ran_sorted(const std::vector<std::string>& l) {
-  return std::find(l.begin(), l.end(), "sort") != l.end();
-}
-
-// Random layouts with the index expanded (stride 0) over every dim but dim: every dtype,
-// combine and form, grid caps, a bad value now and then. Eligible calls take the sorted path
-// (the rule's kAuto, or kAlways) and match the reference.
-TEST(ScatterEmulated, SortedPathSharedIndex) {
-  const uint64_t seed = swt::test_seed();
-  swt::Rng rng(seed);
-  int failures = 0, sorted = 0;
-  for (int i = 0; i < 1500 && failures < 5; ++i) {
-    ScatterCaseOpts o;
-    o.deterministic = 1;
-    o.max_size = 6;
-    o.rank = static_cast<int>(swt::rand_int(rng, 1, 4));
-    ScatterCase c = random_scatter_case(rng, o);
-    for (int d = 0; d < c.index.view.rank; ++d)
-      if (d != c.dim) c.index.view.strides[d] = 0;
-    if (swt::coin(rng, 0.15)) plant_bad_index(rng, c);
-    ScatterPlan plan;
-    ErrorDetail e;
-    ASSERT_EQ(stridewise::plan_scatter(c.args(), &plan, &e), Status::kOk) << e.message;
-    const bool eligible = plan.elems.numel > 0 && plan.line_len >= 2;
-    const auto choice = swt::coin(rng, 0.5) ? cs::SortedChoice::kAlways : cs::SortedChoice::kAuto;
-    const unsigned cap = swt::coin(rng, 0.3) ? unsigned(swt::rand_int(rng, 1, 3)) : 0;
-    std::vector<std::string> ran;
-    const auto r = scatter_emulated_matches(c, seed, cap, choice, &ran);
-    EXPECT_TRUE(r) << "iteration " << i;
-    EXPECT_EQ(ran_sorted(ran), eligible) << "iteration " << i << "\n" << c.describe();
-    failures += r ? 0 : 1;
-    sorted += ran_sorted(ran) ? 1 : 0;
-  }
-  EXPECT_GT(sorted, 800);
-}
-
-// Arbitrary values (floating results depend on the order): the sorted path gives the lines
-// kernel's bits, and both the reference's, over shapes with one line, several lines,
-// several line chunks per position (lines > kThreads) and dim inner or outer.
-TEST(ScatterEmulated, SortedEqualsLinesBitwise) {
-  const uint64_t seed = swt::test_seed();
-  swt::Rng rng(seed);
-  struct Shape {
-    std::vector<int64_t> out;
-    int64_t dim, line_len;
-  };
-  const Shape shapes[] = {
-      {{13}, 0, 400}, {{9, 70}, 0, 300}, {{5, 600}, 0, 40}, {{300, 7}, 1, 50}, {{3, 4, 90}, 1, 60}};
-  const DType types[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt32,
-                         DType::kFloat64};
-  int failures = 0;
-  for (DType dt : types) {
-    for (int comb = 0; comb <= 5 && failures < 5; ++comb) {
-      for (int form = 0; form < 4; ++form) {
-        const Shape& sh = shapes[swt::rand_int(rng, 0, 4)];
-        ScatterCase c = shared_index_case(rng, dt, Combine(comb), form & 1, (form >> 1) & 1,
-                                          swt::coin(rng, 0.15), sh.out, sh.dim, sh.line_len, true);
-        const std::vector<unsigned char> before(c.out.base(), c.out.base() + c.out.storage_bytes());
-        std::vector<std::string> ran_s, ran_l;
-        const auto rs = scatter_emulated_matches(c, seed, 0, cs::SortedChoice::kAlways, &ran_s);
-        const std::vector<unsigned char> got(c.out.base(), c.out.base() + c.out.storage_bytes());
-        std::memcpy(c.out.base(), before.data(), before.size());
-        const auto rl = scatter_emulated_matches(c, seed, 0, cs::SortedChoice::kNever, &ran_l);
-        EXPECT_TRUE(rs) << "sorted";
-        EXPECT_TRUE(rl) << "lines";
-        EXPECT_TRUE(ran_sorted(ran_s));
-        EXPECT_FALSE(ran_sorted(ran_l));
-        const std::string diff = swt::diff_bytes(got.data(), c.out.base(), got.size());
-        EXPECT_EQ(diff, "") << c.describe();
-        failures += rs && rl && diff.empty() ? 0 : 1;
-      }
-    }
-  }
-}
-
-// The selection rule, key widths, end_bit and the workspace layout, on views over fake
-// addresses (nothing is touched).
-TEST(ScatterEmulated, SortedRuleAndWorkspace) {
-  const auto fake = [](int k) { return reinterpret_cast<void*>((uintptr_t(k) + 1) << 44); };
-  const auto view = [](void* p, DType dt, const std::vector<int64_t>& sz,
-                       const std::vector<int64_t>& st) {
-    stridewise::StridedView v;
-    v.data = p;
-    v.dtype = dt;
-    v.rank = static_cast<int>(sz.size());
-    for (size_t d = 0; d < sz.size(); ++d) {
-      v.sizes[d] = sz[d];
-      v.strides[d] = st[d];
-    }
-    return v;
-  };
-  auto args = [&](const std::vector<int64_t>& osz, const std::vector<int64_t>& isz,
-                  const std::vector<int64_t>& ist, int64_t dim) {
-    ScatterArgs a;
-    a.out = view(fake(0), DType::kFloat32, osz, swt::contiguous_strides(osz));
-    a.self = a.out;
-    a.index = view(fake(1), DType::kInt64, isz, ist);
-    a.src = view(fake(2), DType::kFloat32, isz, swt::contiguous_strides(isz));
-    a.dim = dim;
-    a.desc = stridewise::scatter_desc(stridewise::OpCode::kScatterAdd, Combine::kAdd);
-    a.deterministic = true;
-    return a;
-  };
-  auto shape = [](const ScatterArgs& a, cs::SortedChoice ch = cs::SortedChoice::kAuto) {
-    ScatterPlan p;
-    ErrorDetail e;
-    EXPECT_EQ(stridewise::plan_scatter(a, &p, &e), Status::kOk) << e.message;
-    return cs::sort_shape(a, p, ch);
-  };
-  // The MoE combine: 4096 lines of 131072 steps.
-  ScatterArgs moe = args({16384, 4096}, {131072, 4096}, {1, 0}, 0);
-  cs::SortShape s = shape(moe);
-  EXPECT_TRUE(s.use);
-  EXPECT_EQ(s.n, 131072);
-  EXPECT_EQ(s.end_bit, 14);
-  EXPECT_FALSE(s.wide);
-  EXPECT_FALSE(shape(moe, cs::SortedChoice::kNever).use);
-  moe.deterministic = false;
-  EXPECT_FALSE(shape(moe).use);
-  // Not shared (index stride on another dim), and shared through a size-1 dim.
-  EXPECT_FALSE(shape(args({64, 8}, {100, 8}, {8, 1}, 0), cs::SortedChoice::kAlways).use);
-  EXPECT_TRUE(shape(args({64, 1}, {100, 1}, {1, 1}, 0)).use);
-  // Many lines: only long lines take the sorted path under kAuto.
-  EXPECT_TRUE(shape(args({64, 70000}, {1024, 70000}, {1, 0}, 0)).use);
-  EXPECT_FALSE(shape(args({64, 70000}, {1023, 70000}, {1, 0}, 0)).use);
-  EXPECT_TRUE(shape(args({64, 70000}, {1023, 70000}, {1, 0}, 0), cs::SortedChoice::kAlways).use);
-  // line_len 1: nothing to sort. end_bit and key widths.
-  EXPECT_FALSE(shape(args({64, 8}, {1, 8}, {1, 0}, 0), cs::SortedChoice::kAlways).use);
-  EXPECT_EQ(shape(args({1, 8}, {5, 8}, {1, 0}, 0)).end_bit, 1);
-  EXPECT_EQ(shape(args({2, 8}, {5, 8}, {1, 0}, 0)).end_bit, 1);
-  EXPECT_EQ(shape(args({3, 8}, {5, 8}, {0, 0}, 0)).end_bit, 2);
-  s = shape(args({int64_t(1) << 32}, {7}, {1}, 0));
-  EXPECT_EQ(s.end_bit, 32);
-  EXPECT_FALSE(s.wide);
-  s = shape(args({(int64_t(1) << 32) + 1}, {7}, {1}, 0));
-  EXPECT_EQ(s.end_bit, 33);
-  EXPECT_TRUE(s.wide);
-
-  // Layout: four arrays and the temp storage, 256-aligned, disjoint; replaces the accumulator.
-  ScatterArgs mean = args({50, 128}, {1000, 128}, {1, 0}, 0);
-  mean.desc = stridewise::scatter_desc(stridewise::OpCode::kScatterReduce, Combine::kMean);
-  s = shape(mean);
-  ASSERT_TRUE(s.use);
-  const cs::WsLayout w = cs::ws_layout(mean, s, 999);
-  EXPECT_TRUE(w.sorted);
-  EXPECT_EQ(w.keys_at[0], 0);
-  EXPECT_EQ(w.keys_at[1], 4096);  // 1000 * 4 bytes, 256-aligned
-  EXPECT_EQ(w.vals_at[0], 8192);
-  EXPECT_EQ(w.vals_at[1], 12288);
-  EXPECT_EQ(w.temp_at, 16384);
-  EXPECT_EQ(w.temp_bytes, 1024);
-  EXPECT_EQ(w.total, 16384 + 1024);
-
-  // Too small a workspace: kInvalidArgument before anything is launched.
-  ScatterPlan plan;
-  ErrorDetail e;
-  ASSERT_EQ(stridewise::plan_scatter(mean, &plan, &e), Status::kOk);
-  ScatterHostRunner r;
-  int64_t word = 0;
-  std::string why;
-  const int64_t need = cs::call_layout(mean, plan, cs::SortedChoice::kAuto, r).total;
-  EXPECT_EQ(need, 16384 + cs::align256(r.sort_temp_bytes(s)));
-  EXPECT_EQ(cs::run_scatter(mean, plan, fake(3), size_t(need - 1), cs::ScatterSite{},
-                            cs::Abort{&word, 1}, r, &why),
-            Status::kInvalidArgument);
-  EXPECT_TRUE(r.launches.empty());
 }
 
 }  // namespace
