@@ -367,6 +367,44 @@ print("NOT REACHED", flush=True)
 # report, exit codes, ids, repro scripts
 
 
+def test_findings_by_harm_keep_a_fault_apart_from_spurious_noise(tmp_path):
+    """A planted fault (the index read as contiguous memory) mixed with spurious-error noise
+    (KeyError('complex128') on every complex128 operand): the report lists wrong values before
+    spurious errors, diagnoses the wrong values as the flat index reader, and groups the noise
+    by exception and message with its own predicate (the dtype)."""
+    rc, rep, _ = audit(tmp_path, "--ops", "gather,scatter_add", "--matrix", "quick", "--backend",
+                       f"{PLANTED}:enable(flat_index, None, complex128)")
+    assert rc == 1, why(rep)
+    for op in ("gather", "scatter_add"):
+        h = rep["ops"][op]["harm"]
+        classes = [g["class"] for g in h]
+        assert classes == sorted(classes, key=lambda c: (
+            "crash", "wrong", "input-modified", "missing-error", "spurious-error",
+            "device-assert").index(c)), (op, classes)
+        assert classes[0] == "wrong", (op, classes, why(rep))
+        assert "read as contiguous memory" in h[0]["why"], (op, h[0], why(rep))
+        spurious = next(g for g in h if g["class"] == "spurious-error")
+        assert sum(x["cases"] for x in spurious["groups"]) == spurious["cases"]
+        noise = [x for x in spurious["groups"] if x["exception"] == "KeyError"]
+        assert len(noise) == 1 and noise[0]["message"] == "'complex128'", (op, spurious["groups"])
+        assert "complex128" in noise[0]["why"], (op, noise[0])
+        assert noise[0]["cases"] == max(x["cases"] for x in spurious["groups"]), spurious["groups"]
+        failing = [f for f in rep["failures"] if f["op"] == op and f["status"] in FAILING]
+        assert sum(g["cases"] for g in h) == len(failing), (op, why(rep))
+
+
+def test_error_messages_normalise_to_one_line_per_cause():
+    from stridewise.audit.harm import normalise
+
+    a = normalise("index 7 is out of bounds for dimension 1 with size 5\nmore")
+    b = normalise("index 12 is out of bounds for dimension 0 with size 3")
+    assert a == b == "index N is out of bounds for dimension N with size N"
+    assert normalise("shape [4, 3] is invalid for input of size (2, 6)") == \
+        "shape [..] is invalid for input of size [..]"
+    assert normalise("'complex128'") == "'complex128'"  # names stay: they say the cause
+    assert normalise("got float16 and int32") == "got float16 and int32"
+
+
 def test_json_schema(tmp_path):
     rc, rep, _ = audit(tmp_path, "--ops", "take,gather", "--matrix", "quick", "--ranks", "1,2",
                        "--backend", planted("offset_ignored"))

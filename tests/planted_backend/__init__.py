@@ -27,6 +27,10 @@ for exactly one planted fault, and misbehave the way a real kernel would:
   lossy_accum     scatter_add rounds floating src values to bfloat16 before accumulating
   none            no fault (a correct Python kernel: the auditor must pass it)
 
+``enable(kind, ops, noise)`` with noise a dtype name ('complex128') also raises
+``KeyError(noise)`` whenever an operand has that dtype: spurious errors of one message on many
+cases, the noise a real backend's report buries its faults in.
+
 Usage: ``python3 -m stridewise audit --backend 'tests/planted_backend:enable(flat_index)'``.
 ``disable()`` restores the native kernels. Raw memory is reached through numpy (CPU) and
 ``__cuda_array_interface__`` (CUDA); indexing into that raw memory uses aten::index /
@@ -47,8 +51,9 @@ _lib = None
 _kind = None
 
 
-def enable(kind: str = "flat_index", ops=None):
-    """Register the planted kernels with fault ``kind`` (replacing any previous ones)."""
+def enable(kind: str = "flat_index", ops=None, noise=None):
+    """Register the planted kernels with fault ``kind`` (replacing any previous ones); with
+    ``noise`` (a dtype name) they also raise KeyError(noise) on operands of that dtype."""
     global _lib, _kind
     if kind not in KINDS:
         raise ValueError(f"unknown planted fault {kind!r}; known: {', '.join(KINDS)}")
@@ -70,9 +75,20 @@ def enable(kind: str = "flat_index", ops=None):
         for op in ops:
             for name, fn in table[op]:
                 for key in ("CPU", "CUDA"):
-                    lib.impl(name, _reporting_pending(fn) if kind == "deferred" else fn, key)
+                    f = _reporting_pending(fn) if kind == "deferred" else fn
+                    lib.impl(name, _noisy(f, noise) if noise else f, key)
     _lib, _kind = lib, kind
-    return {"kind": kind, "ops": list(ops)}
+    return {"kind": kind, "ops": list(ops), "noise": noise}
+
+
+def _noisy(fn, dtype_name: str):
+    def call(*args, **kwargs):
+        for a in (*args, *kwargs.values()):
+            if isinstance(a, torch.Tensor) and str(a.dtype) == f"torch.{dtype_name}":
+                raise KeyError(dtype_name)
+        return fn(*args, **kwargs)
+
+    return call
 
 
 def _reporting_pending(fn):

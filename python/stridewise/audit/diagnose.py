@@ -357,3 +357,12 @@ def _key_phrase(p, group=()):
         phrase = phrase.replace("{eg}", f" (e.g. {min(egs)})" if egs else "")
     return p.key, phrase
 
+
+
+def explain_group(group, considered, preds) -> str:
+    """One group's diagnosis as a phrase ("fails only when ... (k of n such cases ...)"), or ""
+    when no feature explains it (a predicate that merely covers every case never heads it)."""
+    if not group:
+        return ""
+    d = _diagnose_group("", group, considered, preds, "")
+    return d.text if d is not None and d.predicate != "none" else ""

@@ -5,7 +5,7 @@ import platform
 
 import torch
 
-from . import diagnose
+from . import diagnose, harm
 from .oracle import FAILING, STATUSES
 
 SCHEMA = "stridewise-audit/1"
@@ -52,6 +52,7 @@ def analyse(results) -> dict:
             "counts": count(rs),
             "by_layout": {k: count(v) for k, v in layouts.items()},
             "diagnosis": diagnose.diagnose(op, rs),
+            "harm": harm.groups(rs),
         }
     failing_ops = [op for op, v in info["ops"].items() if v["counts"]["failed"]]
     if len(failing_ops) > 1:
@@ -97,6 +98,10 @@ def text(results, info: dict, meta: dict, max_failures: int = 8) -> str:
     out.append("op x layout class (cell: passing cases, then w=wrong c=crash e=bad-error "
                "a=device-assert k=known X=auditor error)")
     out += _table(rows, ["op"] + [SHORT[l] for l in present]) + [""]
+    by_harm = [line for op, v in info["ops"].items() for line in harm.text(op, v["harm"])]
+    if by_harm:
+        out.append("Findings by harm, most harmful first (spurious errors by exception and message)")
+        out += by_harm + [""]
     diag = [(op, d) for op, v in info["ops"].items() for d in v["diagnosis"]]
     if diag or info["diagnosis"]:
         out.append("Diagnosis")
@@ -197,7 +202,8 @@ def to_json(results, info: dict, meta: dict) -> dict:
         "seconds": round(meta["seconds"], 2),
         "summary": dict(info["counts"], exit_status=1 if info["counts"]["failed"] else 0),
         "ops": {op: {"counts": v["counts"], "by_layout": v["by_layout"],
-                     "diagnosis": [d.to_json() for d in v["diagnosis"]]}
+                     "diagnosis": [d.to_json() for d in v["diagnosis"]],
+                     "harm": harm.to_json(v["harm"])}
                 for op, v in info["ops"].items()},
         "diagnosis": [d.to_json() for d in info["diagnosis"]],
         "repro_dir": meta.get("repro_dir"),

@@ -1,0 +1,113 @@
+"""Failures ordered by harm, and spurious errors grouped by what they say.
+
+A kernel author reads the worst first: a crash, then wrong values (or writes outside the
+view), inputs modified, missing errors, spurious errors (raised where native ATen computes),
+device asserts. Spurious errors come in a few distinct messages, each raised on many cases
+(``KeyError: 'complex128'`` on every complex128 case): they are grouped by exception type and
+message, with numbers, quoted names and shapes normalised, so that one line stands for each
+distinct bug; each group is diagnosed on its own (diagnose.py), so its predicate says what
+the cases share ("when the dtype is complex128"), and a noisy group never hides the wrong
+values beside it.
+"""
+from __future__ import annotations
+
+import re
+
+from . import diagnose
+
+# (class, title, (status, reasons or None for any reason))
+CLASSES = (
+    ("crash", "crashes", ("crash", None)),
+    ("wrong", "wrong values or writes outside the view", ("wrong", None)),
+    ("input-modified", "inputs modified", ("wrong", ("input-modified",))),
+    ("missing-error", "missing errors", ("bad-error", ("missing-error", "error-type"))),
+    ("spurious-error", "spurious errors (raised where native ATen computes)",
+     ("bad-error", ("spurious-error",))),
+    ("device-assert", "device asserts", ("device-assert", None)),
+)
+ORDER = tuple(c for c, _, _ in CLASSES)
+TITLE = {c: t for c, t, _ in CLASSES}
+_PREFIX = "raised where native CPU does not: "
+
+
+def harm_of(r):
+    """The harm class of a result, or None when it does not fail."""
+    st, reason = r.verdict.status, r.verdict.reason
+    if st == "wrong" and reason == "input-modified":
+        return "input-modified"
+    for cls, _, (status, reasons) in CLASSES:
+        if st == status and (reasons is None or reason in reasons):
+            return cls
+    return None
+
+
+def normalise(msg: str) -> str:
+    """One line of an error message with its case-specific parts replaced: quoted names and
+    dtypes stay (they name the cause: 'complex128'), numbers become N, bracketed shapes
+    [..] / (..) of numbers become [..]."""
+    line = (msg or "").strip().splitlines()[0] if (msg or "").strip() else ""
+    line = re.sub(r"[\[(]\s*-?\d+(\s*,\s*-?\d+)*\s*,?\s*[\])]", "[..]", line)
+    line = re.sub(r"(?<![\w.])-?\d+(\.\d+)?(e-?\d+)?(?![\w.])", "N", line)
+    line = re.sub(r"0x[0-9a-fA-F]+", "0x..", line)
+    return line[:200]
+
+
+def error_of(r) -> tuple:
+    """(exception type, normalised message) of a spurious error."""
+    text = r.exc or r.verdict.detail or ""
+    if text.startswith(_PREFIX):
+        text = text[len(_PREFIX):]
+    typ, sep, msg = text.partition(": ")
+    if not sep or not re.fullmatch(r"[A-Za-z_][\w.]*", typ):
+        typ, msg = "Exception", text
+    return typ, normalise(msg)
+
+
+def groups(results) -> list:
+    """The failing results of one op by harm class, most harmful first: a list of
+    {"class", "title", "cases", "results", "groups"}; "groups" splits the spurious errors by
+    (exception type, normalised message), biggest first, each with its results."""
+    considered = [r for r in results if r.verdict.status not in ("skip", "unsupported", "known")]
+    by: dict = {}
+    for r in considered:
+        h = harm_of(r)
+        if h is not None:
+            by.setdefault(h, []).append(r)
+    preds = diagnose.predicates(considered) if by else []
+    out = []
+    for cls in ORDER:
+        rs = by.get(cls)
+        if not rs:
+            continue
+        g = {"class": cls, "title": TITLE[cls], "cases": len(rs), "results": rs, "groups": []}
+        if cls == "spurious-error":
+            msgs: dict = {}
+            for r in rs:
+                msgs.setdefault(error_of(r), []).append(r)
+            for (typ, msg), mrs in sorted(msgs.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+                d = diagnose.explain_group(mrs, considered, preds)
+                g["groups"].append({"exception": typ, "message": msg, "cases": len(mrs),
+                                    "example": mrs[0].case.id, "why": d, "results": mrs})
+        else:
+            g["why"] = diagnose.explain_group(rs, considered, preds)
+        out.append(g)
+    return out
+
+
+def to_json(gs: list) -> list:
+    def strip(d):
+        return {k: v for k, v in d.items() if k != "results"}
+
+    return [dict(strip(g), groups=[strip(x) for x in g["groups"]]) for g in gs]
+
+
+def text(op: str, gs: list) -> list:
+    lines = []
+    for i, g in enumerate(gs, 1):
+        why = f": {g['why']}" if g.get("why") else ""
+        lines.append(f"  {op}  {i}. {g['title']}: {g['cases']} case(s){why}")
+        for x in g["groups"]:
+            why = f"; {x['why']}" if x.get("why") else ""
+            lines.append(f"        {x['cases']:>5} x {x['exception']}: {x['message']}"
+                         f"  (e.g. {x['example']}{why})")
+    return lines
