@@ -430,6 +430,20 @@ ScatterCase shared_index_case(swt::Rng& rng, DType dt, Combine comb, bool includ
   return c;
 }
 
+ScatterCase rows_copy_case(swt::Rng& rng, int64_t max_line_len) {
+  const DType types[] = {DType::kFloat32, DType::kFloat16, DType::kFloat64, DType::kInt8};
+  const DType dt = types[swt::rand_int(rng, 0, 3)];
+  const bool wide = swt::coin(rng, 0.25);
+  const std::vector<int64_t> out = {swt::rand_int(rng, 1, wide ? 3 : 40),
+                                    16 * swt::rand_int(rng, wide ? 150 : 1, wide ? 300 : 40)};
+  ScatterCase c =
+      shared_index_case(rng, dt, Combine::kCopy, true, swt::coin(rng, 0.5), swt::coin(rng, 0.2),
+                        out, 0, swt::rand_int(rng, 1, max_line_len), true);
+  c.deterministic = false;
+  if (swt::coin(rng, 0.1)) plant_bad_index(rng, c);
+  return c;
+}
+
 bool plant_bad_index(swt::Rng& rng, ScatterCase& c) {
   const StridedView& ix = c.index.view;
   const int64_t n = ix.numel();

@@ -60,6 +60,12 @@ ScatterCase shared_index_case(swt::Rng& rng, stridewise::DType dt, stridewise::C
                               const std::vector<int64_t>& out_sizes, int64_t dim, int64_t line_len,
                               bool arbitrary);
 
+// A fast-mode copy through a shared index over contiguous rows (rows_put's calls): float32,
+// float16, float64 or int8; rows narrow or, now and then, wide (several tiles of
+// tile_threads * kRowsUnroll vectors each); duplicates, the value form now and then, and a
+// bad value in 10% of the cases. `max_line_len`: positions along dim 0 at most.
+ScatterCase rows_copy_case(swt::Rng& rng, int64_t max_line_len);
+
 // Writes one bad value into the index storage at an element the index view reads; returns
 // false when the index is empty.
 bool plant_bad_index(swt::Rng& rng, ScatterCase& c);

@@ -307,18 +307,9 @@ TEST_F(ScatterCuda, TilePathMatchesCpu) {
 // then: every element ends as one of its candidates, and a bad value writes nothing.
 TEST_F(ScatterCuda, RowsPutMatchesCpu) {
   swt::Rng rng(seed_);
-  const DType types[] = {DType::kFloat32, DType::kFloat16, DType::kFloat64, DType::kInt8};
   int failures = 0;
   for (int i = 0; i < 120 && failures < 5; ++i) {
-    const DType dt = types[swt::rand_int(rng, 0, 3)];
-    const bool wide = swt::coin(rng, 0.25);
-    const std::vector<int64_t> out = {swt::rand_int(rng, 1, wide ? 3 : 40),
-                                      16 * swt::rand_int(rng, wide ? 150 : 1, wide ? 300 : 40)};
-    ScatterCase c =
-        shared_index_case(rng, dt, Combine::kCopy, true, swt::coin(rng, 0.5), swt::coin(rng, 0.2),
-                          out, 0, swt::rand_int(rng, 1, 200), true);
-    c.deterministic = false;
-    if (swt::coin(rng, 0.1)) plant_bad_index(rng, c);
+    ScatterCase c = rows_copy_case(rng, 200);
     const auto r = matches_cpu(c, stream_, seed_);
     EXPECT_TRUE(r) << "iteration " << i;
     failures += r ? 0 : 1;

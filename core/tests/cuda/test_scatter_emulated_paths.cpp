@@ -230,18 +230,9 @@ TEST(ScatterEmulated, InterleaveKeepsTuples) {
 TEST(ScatterEmulated, RowsPutCopies) {
   const uint64_t seed = swt::test_seed();
   swt::Rng rng(seed);
-  const DType types[] = {DType::kFloat32, DType::kFloat16, DType::kFloat64, DType::kInt8};
   int rows = 0, failures = 0;
   for (int i = 0; i < 120 && failures < 5; ++i) {
-    const DType dt = types[swt::rand_int(rng, 0, 3)];
-    // wide rows now and then: several tiles of tile_threads * kRowsUnroll vectors per row
-    const bool wide = swt::coin(rng, 0.25);
-    const std::vector<int64_t> out = {swt::rand_int(rng, 1, wide ? 3 : 40),
-                                      16 * swt::rand_int(rng, wide ? 150 : 1, wide ? 300 : 40)};
-    ScatterCase c = shared_index_case(rng, dt, Combine::kCopy, true, swt::coin(rng, 0.5),
-                                      swt::coin(rng, 0.2), out, 0, swt::rand_int(rng, 1, 60), true);
-    c.deterministic = false;
-    if (swt::coin(rng, 0.1)) plant_bad_index(rng, c);
+    ScatterCase c = rows_copy_case(rng, 60);
     std::vector<std::string> ran;
     const unsigned cap = swt::coin(rng, 0.3) ? unsigned(swt::rand_int(rng, 1, 3)) : 0;
     const auto r = scatter_emulated_matches(c, seed, cap, cs::PathChoice::kAuto, &ran);

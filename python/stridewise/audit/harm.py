@@ -30,12 +30,14 @@ TITLE = {c: t for c, t, _ in CLASSES}
 _PREFIX = "raised where native CPU does not: "
 
 
+# Matchers naming reasons first: an input-modified "wrong" is its own class.
+_MATCH = sorted(((cls, m) for cls, _, m in CLASSES), key=lambda x: x[1][1] is None)
+
+
 def harm_of(r):
     """The harm class of a result, or None when it does not fail."""
     st, reason = r.verdict.status, r.verdict.reason
-    if st == "wrong" and reason == "input-modified":
-        return "input-modified"
-    for cls, _, (status, reasons) in CLASSES:
+    for cls, (status, reasons) in _MATCH:
         if st == status and (reasons is None or reason in reasons):
             return cls
     return None
