@@ -9,6 +9,9 @@
 #   scripts/gpu_all.sh [phase ...]    (no phase = all, in the order below)
 #   phases: toolchain build bench benchscatter ctest demo diag pytest sanitize racecheck audit
 #           altbuild triage
+#           wheels auditfg auditfgall pytestaudit (install the carried .whl/ wheels; audit
+#           flag_gems, its variants only / every case with --run-native: FG_BACKEND, FG_JOBS,
+#           FG_ARGS, FG_LIMIT; the audit's test files' CUDA cases)
 #           buildlib hostbench benchvar benchscattervar ncu ncuscatter   (not in the default
 #           list: buildlib builds only the library, for a benchmark-only run; the others profile;
 #           benchscattervar: the scatter benchmark with each path forced, SCATTER_PATHS and
@@ -47,8 +50,11 @@ stop=""
 note() { echo "$*" | tee -a "$SUMMARY"; }
 pack() {  # logs + summary to $OUT after every phase: a call cut off still returns them
   cp -f "$SUMMARY" "$OUT"/ 2>/dev/null
-  cp -f "$LOG"/bench_gather.md "$LOG"/bench_scatter.md "$LOG"/ncu_gather.md "$OUT"/ 2>/dev/null
-  tar -czf "$OUT/logs.tar.gz" -C "$ROOT/build-gpu" logs 2>/dev/null
+  cp -f "$LOG"/bench_gather.md "$LOG"/bench_scatter.md "$LOG"/ncu_gather.md "$LOG"/audit_fg.txt \
+    "$LOG"/audit_fg.json "$LOG"/audit_fg_all.txt "$OUT"/ 2>/dev/null
+  # repro folders stay out (thousands of scripts); auditfg packs its findings' own
+  tar -czf "$OUT/logs.tar.gz" --exclude='logs/repro*' -C "$ROOT/build-gpu" logs 2>/dev/null
+  cp -f "$LOG"/fg_repros.tar.gz "$OUT"/ 2>/dev/null
 }
 run_phase() {  # run_phase NAME LIMIT_S CMD...: log to $LOG/NAME.log, record rc and duration
   local name=$1 limit=$2
@@ -177,11 +183,12 @@ phase_ncuscatter() {  # Nsight Compute: ATen's scatter kernel beside ours (valid
     "$PY" bench/bench_scatter.py --quick --reps 1 --det-min-lines 1000000000 \
     ${NCU_SCATTER_ARGS:---cases moe_add --dtypes float32}
 }
-phase_audit() {  # stridewise's CUDA gather and scatter family under guard pages, both check modes
+phase_audit() {  # stridewise over the whole family under guard pages, both check modes (the ops
+  # it does not register are reported as native, not run: coverage.py)
   # Deferred mode reports a bad index after the call; --flush runs stridewise.check_errors(True)
   # after every call so the audit attributes each report to the call that caused it.
   local rc=0 common=(--device cuda --backend stridewise --guard
-    --ops "${AUDIT_OPS:-gather,scatter.src,scatter.value,scatter.reduce,scatter.value_reduce,scatter_add,scatter_reduce,take_along_dim}"
+    --ops "${AUDIT_OPS:-all}"
     --matrix "${AUDIT_MATRIX:-quick}" ${AUDIT_ARGS:-})
   STRIDEWISE_CUDA_CHECK=sync "$PY" -m stridewise audit "${common[@]}" \
     --json "$LOG/audit_sw_sync.json" --repro-dir "$LOG/repro_sync" || rc=1
@@ -189,6 +196,54 @@ phase_audit() {  # stridewise's CUDA gather and scatter family under guard pages
     --flush 'stridewise:check_errors(True)' \
     --json "$LOG/audit_sw_deferred.json" --repro-dir "$LOG/repro_deferred" || rc=1
   return $rc
+}
+
+phase_wheels() {  # wheels carried in .whl/ (flag-gems and what the image lacks) into /tmp/site
+  ls .whl/*.whl >/dev/null 2>&1 || { echo "no .whl/*.whl in the tree (carry .whl)"; return 1; }
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl || return 1
+  PYTHONPATH=$PYTHONPATH:/tmp/site "$PY" -c 'import flag_gems, sqlalchemy; print("flag_gems", flag_gems.__version__, flag_gems.__file__)'
+}
+
+phase_auditfg() {  # a third-party backend, as a new user would: flag_gems over the whole family
+  # (JIT-compiled Triton kernels), then every distinct finding's repro script alone, with
+  # flag_gems and against native. The report is docs/audit_flaggems.md's source.
+  local t0=$(date +%s) rc=0
+  # standalone.py: the auditor without stridewise's native library (not built yet here)
+  PYTHONPATH=$PYTHONPATH:/tmp/site "$PY" python/stridewise/audit/standalone.py --device cuda \
+    --backend "${FG_BACKEND:-flag_gems:enable}" --matrix "${AUDIT_MATRIX:-quick}" \
+    --jobs "${FG_JOBS:-15}" --verify-repros ${FG_ARGS:-} \
+    --json "$LOG/audit_fg.json" --repro-dir "$LOG/repro_fg" >"$LOG/audit_fg.txt" 2>&1 || rc=$?
+  echo "auditfg: exit $rc in $(( $(date +%s) - t0 ))s"
+  # the scripts of the findings' representatives (the ones --verify-repros ran)
+  "$PY" - "$LOG/audit_fg.json" <<'PYEOF' | tar -czf "$LOG/fg_repros.tar.gz" -T - 2>/dev/null
+import json, sys
+rep = json.load(open(sys.argv[1]))
+for f in rep.get("repro_check") or []:
+    if f.get("script"):
+        print(f["script"])
+PYEOF
+  tail -n 60 "$LOG/audit_fg.txt"
+  ((rc <= 1))  # 1: findings (expected of a backend with bugs); 2+: the audit could not run
+}
+
+phase_auditfgall() {  # the same audit running every case, the native-run variants' too
+  # (--run-native): its wall time is the issue-11 figure "without dropping cases"
+  local t0=$(date +%s) rc=0
+  PYTHONPATH=$PYTHONPATH:/tmp/site "$PY" python/stridewise/audit/standalone.py --device cuda \
+    --backend "${FG_BACKEND:-flag_gems:enable}" --matrix "${AUDIT_MATRIX:-quick}" \
+    --jobs "${FG_JOBS:-15}" --run-native --no-repros ${FG_ARGS:-} \
+    --json "$LOG/audit_fg_all.json" >"$LOG/audit_fg_all.txt" 2>&1 || rc=$?
+  echo "auditfgall: exit $rc in $(( $(date +%s) - t0 ))s"
+  grep -A16 "^Where the time went" "$LOG/audit_fg_all.txt"
+  tail -n 3 "$LOG/audit_fg_all.txt"
+  ((rc <= 1))
+}
+
+phase_pytestaudit() {  # the audit's own test files, CUDA cases only (the CPU ones run in CI)
+  "$PY" -m pytest -q -rfEs -p no:cacheprovider --timeout=600 --durations=10 -n 4 -k cuda \
+    tests/test_audit.py tests/test_audit_triage.py tests/test_audit_coverage.py \
+    tests/test_audit_timing.py tests/test_audit_verify.py
 }
 
 phase_pytest() {  # the whole suite; the audit files in 4 processes (each audit has workers)
@@ -203,7 +258,7 @@ phase_pytest() {  # the whole suite; the audit files in 4 processes (each audit 
 
 # The phases run under `timeout` in a child bash, which sees them (and their settings) exported.
 export ROOT PY LOG CUDA_TESTS PYTEST_ARGS=${PYTEST_ARGS:-}
-export -f phase_toolchain phase_build phase_buildlib phase_altbuild phase_sanitize phase_racecheck phase_audit phase_ncuscatter phase_pytest \
+export -f phase_wheels phase_auditfg phase_auditfgall phase_pytestaudit phase_toolchain phase_build phase_buildlib phase_altbuild phase_sanitize phase_racecheck phase_audit phase_ncuscatter phase_pytest \
   phase_hostbench phase_benchvar phase_benchscattervar phase_ncu
 
 note "date: $(date -u +%FT%TZ)"
@@ -237,6 +292,10 @@ for phase in $PHASES; do
       run_phase sanitize 900 bash -c phase_sanitize ;;
     racecheck) run_phase racecheck 300 bash -c phase_racecheck ;;
     audit) run_phase audit 600 bash -c phase_audit ;;
+    wheels) run_phase wheels 120 bash -c phase_wheels || stop="wheels not installed" ;;
+    auditfg) run_phase auditfg "${FG_LIMIT:-1500}" bash -c phase_auditfg ;;
+    auditfgall) run_phase auditfgall "${FG_LIMIT:-1500}" bash -c phase_auditfgall ;;
+    pytestaudit) run_phase pytestaudit 600 bash -c phase_pytestaudit ;;
     altbuild)
       rm -f python/stridewise/_lib/libstridewise_torch.so
       run_phase altbuild 600 bash -c phase_altbuild ;;

@@ -44,14 +44,46 @@ def parse(text: str) -> dict:
             raise BackendError(f"--backend {text!r}: {full} does not exist")
         path, base = os.path.dirname(full), os.path.basename(full)
         mod = base[:-3] if base.endswith(".py") else base
-    parsed = []
-    if args and args.strip():
-        for a in _split_args(args):
-            try:
-                parsed.append(ast.literal_eval(a))
-            except (ValueError, SyntaxError):
-                parsed.append(a.strip())
-    return {"text": text, "module": mod, "call": call, "args": parsed, "path": path}
+    parsed, kwargs = _arguments(text, args)
+    return {"text": text, "module": mod, "call": call, "args": parsed, "kwargs": kwargs,
+            "path": path}
+
+
+def _value(node, text: str):
+    """A literal, with bare words read as strings (``enable(flat_index, [gather])``)."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        items = [_value(e, text) for e in node.elts]
+        return tuple(items) if isinstance(node, ast.Tuple) else items
+    if isinstance(node, ast.Dict):
+        return {_value(k, text): _value(v, text) for k, v in zip(node.keys, node.values)}
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        raise BackendError(f"cannot read --backend {text!r}: {ast.unparse(node)!r} is not a "
+                           "literal (numbers, strings, bare words, lists, None, True/False)") from None
+
+
+def _arguments(text: str, args) -> tuple:
+    """(positional, keyword) arguments of ``CALL(ARGS)``: Python's call syntax over literals and
+    bare words; what that cannot read (a path: ``enable(hang, /tmp/state)``) is split at top-level
+    commas, each piece a literal or else a string."""
+    if not args or not args.strip():
+        return [], {}
+    try:
+        call = ast.parse(f"f({args})", mode="eval").body
+        return ([_value(a, text) for a in call.args],
+                {k.arg: _value(k.value, text) for k in call.keywords})
+    except (SyntaxError, BackendError):
+        pass
+    out = []
+    for a in _split_args(args):
+        try:
+            out.append(ast.literal_eval(a))
+        except (ValueError, SyntaxError):
+            out.append(a.strip())
+    return out, {}
 
 
 def _split_args(s: str) -> list:
@@ -88,7 +120,7 @@ def resolve(spec: dict):
             raise BackendError(f"--backend {spec['text']!r}: {spec['module']} has no "
                                f"{spec['call']!r}; callables there: {', '.join(names) or 'none'}")
         fn = getattr(fn, part)
-    return functools.partial(fn, *spec["args"]), mod
+    return functools.partial(fn, *spec["args"], **spec.get("kwargs", {})), mod
 
 
 def enable(spec: dict) -> dict:
@@ -100,9 +132,11 @@ def enable(spec: dict) -> dict:
         ret = fn()
     except Exception as e:  # noqa: BLE001
         raise BackendError(f"--backend {spec['text']!r}: {spec['module']}.{spec['call']}"
-                           f"({', '.join(map(repr, spec['args']))}) raised {type(e).__name__}: {e}") from e
+                           f"({', '.join([*map(repr, spec['args'])] + [f'{k}={v!r}' for k, v in spec.get('kwargs', {}).items()])})"
+                           f" raised {type(e).__name__}: {e}") from e
     return {"module": spec["module"], "file": getattr(mod, "__file__", None),
-            "call": spec["call"], "args": spec["args"], "returned": repr(ret)[:300],
+            "call": spec["call"], "args": spec["args"], "kwargs": spec.get("kwargs", {}),
+            "returned": repr(ret)[:300],
             "version": str(getattr(mod, "__version__", ""))}
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 VARIANTS = ("func", "inplace", "out")
 KINDS = ("rand", "wide", "dup", "neg", "oob", "oobneg", "oobbig", "empty", "large")
@@ -43,7 +44,7 @@ class Case:
     seed: int = 0
     extra: dict = field(default_factory=dict, compare=False, hash=False)  # not part of the id
 
-    @property
+    @cached_property  # the fields are frozen; asked for ~20 times per case (runner, seeds)
     def id(self) -> str:
         lay = ",".join(f"{k}={v}" for k, v in self.layouts) or "contig"
         toks = [self.op, self.variant, lay, f"r{self.rank}", self.dtype, self.idx_dtype, self.kind]

@@ -1,7 +1,8 @@
 """python3 -m stridewise audit: audit indexing kernels against native PyTorch.
 
 Exit status: 0 nothing failed, 1 something failed (wrong / crash / bad-error, or an auditor
-error), 2 the audit could not run (bad arguments, backend import failure, ...: the message
+error, or with --verify-repros a finding that does not reproduce alone or that native PyTorch
+fails), 2 the audit could not run (bad arguments, backend import failure, ...: the message
 says why).
 """
 from __future__ import annotations
@@ -14,6 +15,11 @@ import sys
 import time
 
 EPILOG = """\
+auditing a third-party backend (e.g. FlagGems; docs/audit.md "Auditing a third-party backend"):
+  python3 -m stridewise audit --device cuda --backend flag_gems:enable --matrix quick --verify-repros
+  python3 -m stridewise audit --device cuda --backend my_kernels:enable --ops gather,scatter_add
+  python3 script.py cuda [--native]     # a finding's repro script: with the backend / without it
+
 examples:
   python3 -m stridewise audit --device cpu                      # ATen, whole family
   python3 -m stridewise audit --device cuda --backend stridewise --ops gather
@@ -70,6 +76,19 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--start-method", choices=("auto", "fork", "forkserver", "spawn"), default="auto",
                    help="how workers start; auto: fork for --device cpu, forkserver otherwise (a "
                         "process that touched CUDA, even via is_available(), cannot be forked)")
+    g.add_argument("--spares", type=int, default=None, metavar="N",
+                   help="warm spare workers started ahead: a worker that crashed, asserted or hung "
+                        "is replaced at once (default 1 on a device, 0 on cpu)")
+    g.add_argument("--run-native", action="store_true",
+                   help="with --backend: also run the cases of variants the backend registers no "
+                        "kernel for (by default they are reported as native, not run)")
+    g.add_argument("--deadline", type=float, default=0.0, metavar="SECONDS",
+                   help="hand out no case after SECONDS (the rest are reported as skip: deadline): "
+                        "a partial report rather than none when device time is short")
+    g.add_argument("--schedule", choices=("affinity", "order"), default="affinity",
+                   help="which case a free worker runs next: affinity (default): the next of the "
+                        "(op, variant, dtype) bucket it ran last, so each JIT-compiled kernel is "
+                        "compiled in one worker; order: the case list in order")
     g.add_argument("--tol-factor", type=float, default=2.0,
                    help="accumulation tolerance factor F: |got-ref64| <= F*eps*(terms+1)*magnitude + atol")
     g.add_argument("--atol", type=float, default=None, help="absolute floor (default F*tiny(dtype))")
@@ -88,6 +107,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--max-repros", type=int, default=2000)
     g.add_argument("--no-repros", action="store_true")
     g.add_argument("--max-failures", type=int, default=8, help="failures listed per op in the text report")
+    g.add_argument("--verify-repros", action="store_true",
+                   help="after the audit, run each finding's repro script alone with the backend and with "
+                        "--native: it must reproduce and native must pass (else: an auditor bug, exit 1)")
+    g.add_argument("--verify-repros-from", metavar="REPORT.json",
+                   help="re-run that check from a JSON report written with --verify-repros (no audit)")
     g.add_argument("--log-dir", help="keep worker logs here (default: a temp dir, removed)")
     pr = g.add_mutually_exclusive_group()
     pr.add_argument("--progress", dest="progress", action="store_true", default=None)
@@ -134,6 +158,12 @@ def _audit(args, argv) -> int:
     from .runner import AuditError, RunConfig, Runner
     from .specs import SPECS, resolve
 
+    if args.verify_repros_from:  # no audit: replay the findings a report recorded
+        from . import verify
+
+        return verify.from_json(args.verify_repros_from, max(1, args.jobs), args.timeout, args.quiet)
+    if args.verify_repros and args.no_repros:
+        return _fail("--verify-repros runs the repro scripts: drop --no-repros")
     if args.list_ops:
         for name, s in SPECS.items():
             print(f"{name:22s} variants={','.join(s.variants):18s} aten: {', '.join(s.aten)}")
@@ -208,7 +238,10 @@ def _audit(args, argv) -> int:
     cfg = RunConfig(device=args.device, backend=backend, imports=tuple(args.imports), guard=args.guard,
                     jobs=max(1, args.jobs), timeout=args.timeout, assert_grace=args.assert_grace,
                     threads=args.threads, start_method=args.start_method, log_dir=args.log_dir,
-                    keep_logs=bool(args.log_dir), apply_known=known, tol=tol)
+                    keep_logs=bool(args.log_dir), apply_known=known, tol=tol, schedule=args.schedule,
+                    run_native=args.run_native, deadline=max(0.0, args.deadline),
+                    spares=max(0, args.spares if args.spares is not None
+                               else int(args.device.split(":")[0] != "cpu")))
     bar, on_result = _progress(args, len(cases))
     started = datetime.datetime.now().isoformat(timespec="seconds")
     t0 = time.time()
@@ -229,25 +262,51 @@ def _audit(args, argv) -> int:
             "matrix": "cases" if args.case else args.matrix, "seed": args.seed, "seconds": seconds,
             "jobs": cfg.jobs, "limit": args.limit or None, "started": started, "argv": argv, "json": args.json,
             "backend_info": runner.backend_info, "device_name": runner.device_name,
+            "coverage": runner.coverage,  # with --backend: who runs each overload (coverage.py)
+            "timing": runner.timing,  # where the time went (timing.py)
             "tolerance": {"factor": tol.factor, "atol": tol.atol, "exact_accum": tol.exact_accum,
                           "strict_errors": tol.strict_errors, "rule": tol.describe()}}
     need = [r for r in results if r.built is not None]
+    found = []
+    if args.verify_repros:  # each finding's representative gets a script, whatever --max-repros
+        from . import verify
+
+        found = verify.findings(info)
     if need and not args.no_repros:
+        # each script names its own finding's diagnosis (its harm class, or spurious message)
         diag = {op: v["diagnosis"][0].text for op, v in info["ops"].items() if v["diagnosis"]}
+        diag.update({r.case.id: x["diagnosis"].text for v in info["ops"].values() for g in v["harm"]
+                     for x in (g["groups"] or [g]) if x.get("diagnosis") is not None
+                     for r in x["results"]})
         meta["repros"] = repro.write_all(need, SPECS, args.repro_dir, args.device, backend, args.guard,
-                                         diag, tol.describe(), args.max_repros, args.imports)
+                                         diag, tol.describe(), args.max_repros, args.imports,
+                                         always=[r for f in found for r in f.get("candidates") or ()])
         meta["repro_dir"] = os.path.abspath(args.repro_dir)
+    checks = None
+    if args.verify_repros:
+        if found and not args.quiet:
+            print(f"replaying {len(found)} finding(s) alone, with the backend and --native ...",
+                  file=sys.stderr, flush=True)
+        checks = verify.run_findings(found, args.device, max(1, args.jobs), args.timeout)
     text = report.text(results, info, meta, args.max_failures)
+    if checks is not None:  # the section goes before the verdict line (the last)
+        head, _, last = text.rpartition("\n")
+        text = "\n".join(([head] if head else []) + verify.text(checks) + [last + verify.verdict_suffix(checks)])
     if args.case and not args.quiet:
         _print_cases(results)
     if args.quiet:
         print(text.splitlines()[-1])
     else:
         print(text)
+    bad = bool(checks and verify.failed(checks))
     if args.json:
+        doc = report.to_json(results, info, meta)
+        if checks is not None:
+            doc["repro_check"] = checks
+            doc["summary"]["exit_status"] = 1 if info["counts"]["failed"] or bad else 0
         with open(args.json, "w") as fh:
-            json.dump(report.to_json(results, info, meta), fh, indent=1, default=str)
-    return 1 if info["counts"]["failed"] else 0
+            json.dump(doc, fh, indent=1, default=str)
+    return 1 if info["counts"]["failed"] or bad else 0
 
 
 def _print_cases(results):

@@ -13,119 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .features import OPERAND_WORDS, Pred, features, predicates  # noqa: F401 (re-exported)
 from .oracle import FAILING
-
-OPERAND_WORDS = {"self": "self", "idx": "the index", "src": "src", "out": "out="}
-
-
-def features(spec, built, ref) -> dict:
-    import torch
-
-    case = built.case
-    f: dict = {"variant": case.variant, "dtype": case.dtype, "idx_dtype": case.idx_dtype,
-               "kind": case.kind, "rank": case.rank, "expects_error": ref.error is not None}
-    for k, v in case.params:
-        f[f"param:{k}"] = v
-    elem = None
-    for name, val in built.tensors.items():
-        ts = [t for t in (val if isinstance(val, list) else [val]) if t is not None]
-        f[f"{name}.stride0"] = any(any(st == 0 and sz > 1 for sz, st in zip(t.shape, t.stride()))
-                                   for t in ts)
-        f[f"{name}.noncontig"] = any(not t.is_contiguous() for t in ts)
-        f[f"{name}.offset"] = any(t.storage_offset() > 0 for t in ts)
-        f[f"layout:{name}"] = case.layout_of(name)
-        if name == "self" and ts:
-            elem = ts[0].element_size()
-        if name in spec.index_operands:  # or-ed over every index operand
-            # in int64: an int32 tensor compared with 2**31 would wrap the bound
-            ints = [t.to(torch.int64).abs() for t in ts if t.dtype != torch.bool and t.numel()]
-            f["idx.neg"] = f.get("idx.neg", False) or any(
-                bool((t < 0).any()) for t in ts if t.dtype != torch.bool and t.numel())
-            f["idx.huge"] = f.get("idx.huge", False) or any(bool((t >= 2**31).any()) for t in ints)
-            big = [int(t[t >= 2**32].min()) for t in ints if bool((t >= 2**32).any())]
-            if big:  # a value 32-bit truncation may wrap into range (smallest one, for the text)
-                f["idx.ge32"] = True
-                f["idx.big"] = min(big + ([f["idx.big"]] if f.get("idx.big") else []))
-            f.setdefault("idx.ge32", False)
-    f["elem_size"] = elem
-    f["bad_index"] = case.kind in ("oob", "oobneg", "oobbig") or (
-        case.kind == "neg" and ref.error is not None)
-    return f
-
-
-@dataclass
-class Pred:
-    key: str
-    test: object
-    phrase: str  # "the index has a stride-0 dim"
-    prio: int = 50
-
-    def __call__(self, f) -> bool:
-        try:
-            return bool(self.test(f))
-        except Exception:  # noqa: BLE001
-            return False
-
-
-def predicates(results) -> list:
-    ps: list = []
-    ops = set()
-    for r in results:
-        ops.update(k.split(".")[0] for k in r.features if k.endswith(".stride0"))
-    for o in sorted(ops):
-        w = OPERAND_WORDS.get(o, o)
-        ps.append(Pred(f"{o}.stride0", lambda f, o=o: f.get(f"{o}.stride0"),
-                       f"{w} has a stride-0 (expanded) dim", 10))
-        ps.append(Pred(f"{o}.noncontig", lambda f, o=o: f.get(f"{o}.noncontig"),
-                       f"{w} is non-contiguous", 12))
-        ps.append(Pred(f"{o}.offset", lambda f, o=o: f.get(f"{o}.offset"),
-                       f"{w} has a storage offset", 11))
-    ps.append(Pred("any.offset", lambda f: any(v for k, v in f.items() if k.endswith(".offset")),
-                   "an operand has a storage offset", 20))
-    ps.append(Pred("any.noncontig", lambda f: any(v for k, v in f.items() if k.endswith(".noncontig")),
-                   "an operand is non-contiguous", 22))
-    ranks = sorted({r.features.get("rank", 0) for r in results})
-    for m in ranks[1:]:
-        ps.append(Pred(f"rank>={m}", lambda f, m=m: f.get("rank", 0) >= m, f"from rank {m} up", 15))
-    ps.append(Pred("idx.neg", lambda f: f.get("idx.neg"), "the index has negative values", 14))
-    ps.append(Pred("idx.huge", lambda f: f.get("idx.huge"), "an index value is >= 2**31", 14))
-    ps.append(Pred("idx.ge32", lambda f: f.get("idx.ge32"), "with index values >= 2**32{eg}", 13))
-    ps.append(Pred("bad_index", lambda f: f.get("bad_index"), "an index is out of range", 16))
-    ps.append(Pred("expects_error", lambda f: f.get("expects_error"),
-                   "native PyTorch raises an error", 30))
-    ps.append(Pred("large", lambda f: f.get("kind") == "large", "above 2**31 elements", 13))
-    ps.append(Pred("floating", lambda f: str(f.get("dtype")).startswith(("float", "bfloat", "complex")),
-                   "for floating-point dtypes", 38))
-    for key, prio in (("kind", 25), ("variant", 35), ("dtype", 40), ("idx_dtype", 26),
-                      ("elem_size", 41)):
-        for v in sorted({str(r.features.get(key)) for r in results} - {"None"}):
-            ps.append(Pred(f"{key}={v}", lambda f, key=key, v=v: str(f.get(key)) == v,
-                           _phrase(key, v), prio))
-    pkeys = sorted({k for r in results for k in r.features if k.startswith("param:")})
-    for k in pkeys:
-        for v in sorted({str(r.features.get(k)) for r in results}):
-            ps.append(Pred(f"{k}={v}", lambda f, k=k, v=v: str(f.get(k)) == v,
-                           f"{k[6:]}={v}", 33))
-    lkeys = sorted({k for r in results for k in r.features if k.startswith("layout:")})
-    for k in lkeys:
-        for v in sorted({str(r.features.get(k)) for r in results} - {"contiguous"}):
-            ps.append(Pred(f"{k}={v}", lambda f, k=k, v=v: f.get(k) == v,
-                           f"{OPERAND_WORDS.get(k[7:], k[7:])} is laid out '{v}'", 45))
-    return ps
-
-
-def _phrase(key, v):
-    return {
-        "kind": {"dup": "indices repeat", "neg": "indices are negative", "empty": "a dim is 0",
-                 "wide": "inner dims are wide (16..48)", "oob": "an index equals/exceeds the size",
-                 "oobneg": "an index is below -size",
-                 "oobbig": "an index is huge (2**32+k; 2**31-1 for int32 indices)",
-                 "rand": "indices are plain random", "large": "above 2**31 elements"}.get(v, v),
-        "variant": f"in the {v} variant",
-        "dtype": f"for dtype {v}",
-        "idx_dtype": f"with {v.replace('i', 'int')} indices",
-        "elem_size": f"for {v}-byte element types",
-    }[key]
 
 
 @dataclass
@@ -138,6 +27,10 @@ class Diagnosis:
     statuses: dict = field(default_factory=dict)
     alternatives: list = field(default_factory=list)
     explained: int = -1  # failing cases the predicate holds for (-1: all of them)
+    cls: str = ""  # harm class (harm.py) the diagnosis is about; "" for every failure at once
+    example: str = ""  # a case id of the group
+    phrase: str = ""  # the text without its leading verb: "only when ... (...): cause"
+    ops: list = field(default_factory=list)  # the ops whose cases the group holds
 
     def __post_init__(self):
         if self.explained < 0:
@@ -146,29 +39,80 @@ class Diagnosis:
     def to_json(self):
         return {"scope": self.scope, "text": self.text, "predicate": self.predicate,
                 "failing": self.failing, "explained": self.explained, "covered": self.covered,
-                "statuses": self.statuses, "alternatives": self.alternatives}
+                "statuses": self.statuses, "alternatives": self.alternatives, "class": self.cls,
+                "example": self.example, "phrase": self.phrase, "ops": self.ops}
+
+
+# layout class of an operand -> the feature it exercises (for layout:<operand>=<class> keys)
+_LAYOUT_FEATURE = {"expand": "stride0", "expand_all": "stride0", "expand_nondim": "stride0",
+                   "transpose": "noncontig", "permute": "noncontig", "step_slice": "noncontig",
+                   "compound": "noncontig", "compound_writable": "noncontig",
+                   "deep_compound": "noncontig", "offset": "offset"}
+
+
+def _operands_with(feature: str, fails) -> list:
+    """Operands for which ``feature`` (stride0 | noncontig | offset) holds in most of ``fails``
+    (>= 90%; else every operand it holds for in any of them), in a stable order."""
+    counts: dict = {}
+    for r in fails:
+        for k, v in r.features.items():
+            if k.endswith("." + feature) and v and not k.startswith("any."):
+                counts[k.split(".")[0]] = counts.get(k.split(".")[0], 0) + 1
+    most = [o for o, n in counts.items() if n >= 0.9 * len(fails)]
+    return sorted(most or counts, key=lambda o: (list(OPERAND_WORDS).index(o)
+                                                 if o in OPERAND_WORDS else 9, o))
+
+
+def _words(operands) -> str:
+    return " / ".join(OPERAND_WORDS.get(o, o) for o in operands) or "an operand"
+
+
+def _layout_explain(o: str, feature: str, st: set) -> str:
+    """What ignoring operand ``o``'s layout does, named: 'the index is read as contiguous
+    memory (its strides are ignored)'; for crashes, where the read goes."""
+    w = OPERAND_WORDS.get(o, o)
+    if feature == "offset":
+        return f"the storage offset of {w} is ignored"
+    crash = st <= {"crash", "device-assert"}
+    if o == "out":
+        return ("out= strides are ignored: the result is written as if out were contiguous"
+                + (", past its storage" if crash else ""))
+    notes = ["its strides are ignored"]
+    if o == "idx" and not crash and ("crash" in st or feature == "stride0"):
+        notes.append("past its storage when expanded")
+    return (f"{w} is read as contiguous memory ({'; '.join(notes)})"
+            + (": reads past its storage" if crash and feature == "stride0" else ""))
+
+
+_OVERLAP = "more than one element of the written-to tensor refers to a single memory location"
 
 
 def _explain(key: str, fails, considered) -> str:
     st = {r.verdict.status for r in fails}
     reasons = {r.verdict.reason for r in fails}
     base = key.split("&")[0]
-    if base == "any.offset":
-        who = sorted({k.split(".")[0] for r in fails for k, v in r.features.items()
-                      if k.endswith(".offset") and v})
-        return f"the storage offset of {' / '.join(OPERAND_WORDS.get(o, o) for o in who)} is ignored"
-    if base.endswith(".stride0") or base.endswith(".noncontig"):
-        o = base.split(".")[0]
-        if o == "idx":
-            return ("the index is read as contiguous memory"
-                    + (" (past its storage when expanded)" if "crash" in st or base.endswith("stride0") else "")
-                    + ": its strides are ignored")
-        if o == "out":
-            return "out= strides are ignored: the result is written as if out were contiguous"
-        return f"{OPERAND_WORDS.get(o, o)} is read as contiguous memory: its strides are ignored"
-    if base.endswith(".offset"):
-        o = base.split(".")[0]
-        return f"the storage offset of {OPERAND_WORDS.get(o, o)} is ignored"
+    if reasons <= {"missing-error", "error-type"} and fails and sum(
+            _OVERLAP in (r.verdict.detail or "") for r in fails) >= 0.9 * len(fails):
+        # what native raises says which check is missing (not the layout predicate)
+        return ("writing in place into a self-overlapping (expanded) tensor is not refused: "
+                f"native PyTorch raises 'unsupported operation: {_OVERLAP}'")
+    if base.startswith("any."):
+        feature = base[4:]
+        who = _operands_with(feature, fails)
+        if feature == "offset":
+            return f"the storage offset of {_words(who)} is ignored"
+        return "; ".join(_layout_explain(o, feature, st) for o in who) or \
+            "an operand is read as contiguous memory (its strides are ignored)"
+    if base.startswith("layout:") and "=" in base:
+        o, v = base[7:].split("=", 1)
+        if v in _LAYOUT_FEATURE:
+            return _layout_explain(o, _LAYOUT_FEATURE[v], st)
+        return _by_reason(fails)
+    if base.endswith((".stride0", ".noncontig", ".offset")):
+        o, feature = base.split(".", 1)
+        return _layout_explain(o, feature, st)
+    if base == "rank=0":
+        return "0-dim tensors mishandled (a tensor with no dims is indexed as if it had one)"
     if base.startswith("rank>="):
         m = int(base[6:])
         below = [r.features.get("rank", 0) for r in considered if r.features.get("rank", 0) < m]
@@ -202,7 +146,8 @@ def _explain(key: str, fails, considered) -> str:
         return "size-0 dims mishandled"
     if base == "always":
         return "the kernel is wrong regardless of layout"
-    if base == "floating":
+    if base == "floating" or (base.startswith(("dtype=", "elem_size=")) and fails and all(
+            "accumulation" in (r.verdict.detail or "") for r in fails)):
         return "floating-point results differ beyond the accumulation tolerance (precision lost)"
     return _by_reason(fails)
 
@@ -294,57 +239,147 @@ def _best(fails, considered, preds):
     return sorted(single + pairs, key=lambda c: c.key)
 
 
-def diagnose(scope: str, results) -> list:
-    """Diagnoses for the results of one op (or all ops): a main one, then per-status ones."""
+def diagnose(scope: str, results, classes=None) -> list:
+    """Diagnoses for the results of one op (or all ops), the first being the headline.
+
+    When one specific predicate explains every failure (one cause, possibly several symptoms:
+    an input written in place also races), it heads the list, followed by the harm classes
+    whose own diagnosis differs. Otherwise each harm class (harm.py: crashes, wrong values,
+    inputs modified, missing errors, spurious errors by message, device asserts) is diagnosed
+    on its own, most harmful first: a few hundred spurious errors with one message never
+    decide what the wrong values are blamed on. ``classes``: harm.groups(results) when the
+    caller has it."""
     considered = [r for r in results if r.verdict.status not in ("skip", "unsupported", "known")]
     fails = [r for r in considered if r.verdict.status in FAILING]
     if not fails:
         return []
+    from . import harm
+
     preds = predicates(considered)
-    out = []
-    groups = [("", fails)]
-    by_status: dict = {}
-    for r in fails:
-        by_status.setdefault(r.verdict.status, []).append(r)
-    if len(by_status) > 1:  # per-status detail, for groups big enough to matter
-        groups += [(s, rs) for s, rs in sorted(by_status.items())
-                   if len(rs) >= max(3, 0.1 * len(fails))]
-    for label, group in groups:
-        d = _diagnose_group(scope, group, considered, preds, label)
-        if d and not (label and out and d.predicate == out[0].predicate):
-            out.append(d)
-    return out
+    whole = _diagnose_group(scope, fails, considered, preds, "")
+    per_class = []
+    for g in classes if classes is not None else harm.groups(results, preds):
+        for sub in g["groups"] or [g]:
+            d = sub.get("diagnosis") or diagnose_class(scope, g["class"], sub["results"],
+                                                       considered, preds, sub)
+            if d is not None:
+                d.scope = scope
+                per_class.append(d)
+    # one cause: the whole set's predicate is exact and every class big enough to tell agrees
+    # (a backend that is lossy in float32 and raises KeyError on complex128 fails "only for
+    # floating-point dtypes", exactly, but those are two causes)
+    exact = whole.predicate != "none" and whole.explained == whole.failing and all(
+        d.predicate == whole.predicate for d in per_class if d.failing >= MIN_GROUP)
+    if exact or len(per_class) <= 1:
+        return [whole] + [d for d in per_class if d.predicate != whole.predicate
+                          and d.predicate != "none" and len(per_class) > 1]
+    return per_class
 
 
-def _diagnose_group(scope, group, considered, preds, label):
+# what a harm class's cases do, as the verb of its diagnosis
+VERB = {"": "fails", "crash": "crashes", "wrong": "is wrong", "input-modified": "modifies an input",
+        "missing-error": "raises no (or the wrong) error", "spurious-error": "raises",
+        "device-assert": "asserts on the device"}
+
+_CRASH_KINDS = (("illegal memory access|illegal address", "illegal address"),
+                ("misaligned address", "misaligned address"), ("SIGSEGV", "segfault"),
+                ("SIGBUS", "bus error"), ("SIGABRT|abort", "abort"),
+                ("device-side assert|Assertion", "device-side assert"),
+                ("no answer within|hang", "hang"))
+
+
+def crash_kind(group) -> str:
+    """The commonest way the cases of ``group`` crashed ('illegal address', 'segfault', ...)."""
+    import re
+
+    counts: dict = {}
+    for r in group:
+        text = f"{r.verdict.detail or ''} {getattr(r, 'exc', '') or ''}"
+        for pat, name in _CRASH_KINDS:
+            if re.search(pat, text, re.I):
+                counts[name] = counts.get(name, 0) + 1
+                break
+    return max(counts.items(), key=lambda kv: kv[1])[0] if counts else ""
+
+
+def diagnose_class(scope, cls, group, considered, preds, sub=None):
+    """The diagnosis of one harm class (or one spurious-error message) alone: the other
+    classes' failures are left out of the evidence (a case that raised never computed a value,
+    so it says nothing for or against a layout predicate of the wrong values)."""
+    if not group:
+        return None
+    gids = {id(r) for r in group}
+    mine = [r for r in considered if id(r) in gids or r.verdict.status not in FAILING]
+    verb = VERB.get(cls, cls)
+    if cls == "crash":
+        kind = crash_kind(group)
+        verb += f" ({kind})" if kind else ""
+    elif cls == "spurious-error" and sub is not None and sub.get("exception"):
+        verb += f" {sub['exception']}: {sub['message'][:80]}"
+    d = _diagnose_group(scope, group, mine, preds, cls, verb)
+    d.cls, d.example = cls, group[0].case.id if hasattr(group[0], "case") else ""
+    return d
+
+
+MIN_GROUP = 3  # a smaller group is diagnosed only by one predicate that holds for it alone (a
+# conjunction that singles out one or two cases always exists and explains nothing)
+MIN_LIFT = 1.5  # a predicate heads a group only if the group's share of failures inside it is
+# at least this many times its share overall: "from rank 1 up" over nearly every case explains
+# nothing, however many failures it holds
+
+
+def _informative(c, group, considered) -> bool:
+    if c.n == len(group) == c.hit:
+        return True
+    share = len(group) / max(1, len(considered))
+    return c.n < len(considered) and (c.hit / c.n) >= MIN_LIFT * share
+
+
+def _diagnose_group(scope, group, considered, preds, label, verb=None):
     ranked = _best(group, considered, preds)
-    verb = {"": "fails", "crash": "crashes", "wrong": "is wrong", "bad-error": "errs badly"}.get(label, label)
+    verb = verb or VERB.get(label, label)
+    ops = sorted({r.case.op for r in group if hasattr(r, "case")})
     statuses: dict = {}
     for r in group:
         statuses[r.verdict.status] = statuses.get(r.verdict.status, 0) + 1
-    if not ranked or (ranked[0].n == len(considered) and not ranked[0].miss):
-        if len(group) == len(considered):
-            return Diagnosis(scope, f"{verb} on every case: {_explain('always', group, considered)}",
-                             "always", len(group), len(considered), statuses)
-        return Diagnosis(scope, f"{verb} in {len(group)} of {len(considered)} cases with no single "
-                         "feature in common (see the failing cases)", "none", len(group),
-                         len(considered), statuses)
+    if len(group) == len(considered) and (not ranked or ranked[0].n == len(considered)):
+        tail = f"on every case: {_explain('always', group, considered)}"
+        return Diagnosis(scope, f"{verb} {tail}", "always", len(group), len(considered), statuses,
+                         cls=label, phrase=tail, ops=ops)
+    ranked = [c for c in ranked if _informative(c, group, considered)]
+    if ranked and len(group) < MIN_GROUP and (ranked[0].n != ranked[0].hit or ranked[0].miss
+                                             or isinstance(ranked[0].pred, tuple)):
+        tail = (f"in {len(group)} of {len(considered)} cases: too few to tell what they share "
+                "(see the example)")
+        return Diagnosis(scope, f"{verb} {tail}", "none", len(group), len(considered), statuses,
+                         cls=label, phrase=tail, ops=ops)
+    if not ranked:
+        tail = (f"in {len(group)} of {len(considered)} cases with no single feature in common "
+                "(see the failing cases)")
+        return Diagnosis(scope, f"{verb} {tail}", "none", len(group), len(considered), statuses,
+                         cls=label, phrase=tail, ops=ops)
     c = ranked[0]
     key, phrase = _key_phrase(c.pred, group)
     inside = [r for r in group if id(r) in c.cov]
     expl = _explain(key, inside, considered)
+    if label in _RESTATED and expl and expl == _by_reason(inside):
+        expl = ""  # "raises errors where native does not" says nothing its class does not
     others = c.n - c.hit
     conn = "" if phrase.startswith(("above", "in the", "for ", "with ", "from ")) else "when "
-    text = (f"{verb} {'mostly' if c.miss else 'only'} {conn}{phrase} ({c.hit} of {c.n} such cases"
+    tail = (f"{'mostly' if c.miss else 'only'} {conn}{phrase} ({c.hit} of {c.n} such cases"
             + (f"; the other {others} pass" if others else ", all of them")
             + (f"; {c.miss} other failing case{'s' if c.miss > 1 else ''} outside it"
                if c.miss else "") + ")"
             + (f": {expl}" if expl else ""))
     alts = [(_key_phrase(x.pred, group)[1], x.n, x.miss) for x in ranked[1:]
             if x.n <= 0.85 * len(considered)][:3]
-    return Diagnosis(scope, text, key, len(group), c.n, statuses,
+    return Diagnosis(scope, f"{verb} {tail}", key, len(group), c.n, statuses,
                      [f"{ph} ({n} cases" + (f", {m} failing outside" if m else "") + ")"
-                      for ph, n, m in alts], c.hit)
+                      for ph, n, m in alts], c.hit, cls=label, phrase=tail, ops=ops)
+
+
+# classes whose name already says what the dominant failure reason would
+_RESTATED = ("missing-error", "spurious-error")
 
 
 def _key_phrase(p, group=()):
@@ -359,10 +394,8 @@ def _key_phrase(p, group=()):
 
 
 
-def explain_group(group, considered, preds) -> str:
-    """One group's diagnosis as a phrase ("fails only when ... (k of n such cases ...)"), or ""
-    when no feature explains it (a predicate that merely covers every case never heads it)."""
-    if not group:
-        return ""
-    d = _diagnose_group("", group, considered, preds, "")
+def explain_group(group, considered, preds, cls="", sub=None) -> str:
+    """One group's diagnosis as a phrase ("is wrong only when ... (k of n such cases ...)"), or
+    "" when no feature explains it (a predicate that merely covers every case never heads it)."""
+    d = diagnose_class("", cls, group, considered, preds, sub)
     return d.text if d is not None and d.predicate != "none" else ""

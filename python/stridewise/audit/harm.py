@@ -56,7 +56,7 @@ def normalise(msg: str) -> str:
 
 def error_of(r) -> tuple:
     """(exception type, normalised message) of a spurious error."""
-    text = r.exc or r.verdict.detail or ""
+    text = getattr(r, "exc", None) or r.verdict.detail or ""
     if text.startswith(_PREFIX):
         text = text[len(_PREFIX):]
     typ, sep, msg = text.partition(": ")
@@ -65,17 +65,27 @@ def error_of(r) -> tuple:
     return typ, normalise(msg)
 
 
-def groups(results) -> list:
+def groups(results, preds=None) -> list:
     """The failing results of one op by harm class, most harmful first: a list of
-    {"class", "title", "cases", "results", "groups"}; "groups" splits the spurious errors by
-    (exception type, normalised message), biggest first, each with its results."""
+    {"class", "title", "cases", "results", "groups", "diagnosis", "why", "example"}; "groups"
+    splits the spurious errors by (exception type, normalised message), biggest first, each
+    with its own results and diagnosis (diagnose.diagnose_class: the class's cases against the
+    passing ones)."""
     considered = [r for r in results if r.verdict.status not in ("skip", "unsupported", "known")]
     by: dict = {}
     for r in considered:
         h = harm_of(r)
         if h is not None:
             by.setdefault(h, []).append(r)
-    preds = diagnose.predicates(considered) if by else []
+    if by and preds is None:
+        preds = diagnose.predicates(considered)
+
+    def diagnosed(d: dict, cls: str, rs: list) -> dict:
+        dg = diagnose.diagnose_class("", cls, rs, considered, preds, d)
+        d.update(diagnosis=dg, predicate=dg.predicate, example=dg.example,
+                 why=dg.text if dg.predicate != "none" else "")
+        return d
+
     out = []
     for cls in ORDER:
         rs = by.get(cls)
@@ -87,29 +97,38 @@ def groups(results) -> list:
             for r in rs:
                 msgs.setdefault(error_of(r), []).append(r)
             for (typ, msg), mrs in sorted(msgs.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-                d = diagnose.explain_group(mrs, considered, preds)
-                g["groups"].append({"exception": typ, "message": msg, "cases": len(mrs),
-                                    "example": mrs[0].case.id, "why": d, "results": mrs})
+                g["groups"].append(diagnosed({"exception": typ, "message": msg, "cases": len(mrs),
+                                              "results": mrs}, cls, mrs))
         else:
-            g["why"] = diagnose.explain_group(rs, considered, preds)
+            diagnosed(g, cls, rs)
         out.append(g)
     return out
 
 
 def to_json(gs: list) -> list:
     def strip(d):
-        return {k: v for k, v in d.items() if k != "results"}
+        return {k: v for k, v in d.items() if k not in ("results", "diagnosis")}
 
     return [dict(strip(g), groups=[strip(x) for x in g["groups"]]) for g in gs]
 
 
 def text(op: str, gs: list) -> list:
-    lines = []
+    """The op's findings, most harmful first: per class its count, an example case and its
+    diagnosis (with the other explanations that fit almost as well); spurious errors one line
+    per distinct message."""
+    if not gs:
+        return []
+    lines = [f"  {op}"]
     for i, g in enumerate(gs, 1):
-        why = f": {g['why']}" if g.get("why") else ""
-        lines.append(f"  {op}  {i}. {g['title']}: {g['cases']} case(s){why}")
+        lines.append(f"    {i}. {g['title']}: {g['cases']} case(s)"
+                     + (f"  e.g. {g['example']}" if g.get("example") else ""))
+        d = g.get("diagnosis")
+        if d is not None:
+            lines.append(f"         {d.text}")
+            if d.alternatives and d.predicate not in ("none", "always"):
+                lines.append(f"         also consistent with: {'; '.join(d.alternatives)}")
         for x in g["groups"]:
-            why = f"; {x['why']}" if x.get("why") else ""
-            lines.append(f"        {x['cases']:>5} x {x['exception']}: {x['message']}"
-                         f"  (e.g. {x['example']}{why})")
+            why = x["diagnosis"].phrase if x.get("diagnosis") is not None and x.get("why") else ""
+            lines.append(f"       {x['cases']:>5} x {x['exception']}: {x['message']}")
+            lines.append(f"               e.g. {x['example']}" + (f"; {why}" if why else ""))
     return lines

@@ -154,13 +154,19 @@ status: {res.verdict.status} ({res.verdict.reason})
 detail: {res.verdict.detail[:500]}
 diagnosis ({op}): {diagnosis}
 Run: python3 <this file> [DEVICE]    exit 1: the failure reproduces
+     python3 <this file> [DEVICE] --native    without the backend: native PyTorch, exit 0 expected
 """
 import mmap
 import sys
 
 import torch
 
-DEVICE = torch.device(sys.argv[1] if len(sys.argv) > 1 else {device!r})
+ARGS = [a for a in sys.argv[1:] if a != "--native"]
+NATIVE = len(ARGS) < len(sys.argv) - 1  # --native: the backend is not enabled
+if len(ARGS) > 1 or any(a.startswith("-") for a in ARGS):
+    print(f"usage: python3 {{sys.argv[0]}} [DEVICE] [--native]", file=sys.stderr)
+    sys.exit(2)
+DEVICE = torch.device(ARGS[0] if ARGS else {device!r})
 BACKEND = {_backend_literal(backend)}
 N = {N}
 P = {P}
@@ -174,7 +180,7 @@ if {not write}:
         self[p].fill_(v)
 idx = torch.tensor(P, dtype=torch.int64, device=DEVICE)
 src = torch.tensor(VALS, dtype=torch.uint8, device=DEVICE)
-if BACKEND:
+if BACKEND and not NATIVE:
     import importlib
     if BACKEND["path"]:
         sys.path.insert(0, BACKEND["path"])
@@ -182,9 +188,14 @@ if BACKEND:
     for part in BACKEND["call"].split("."):
         fn = getattr(fn, part)
     fn(*BACKEND["args"])
-result = {b.call}
-if DEVICE.type != "cpu":
-    getattr(torch, DEVICE.type).synchronize()
+FAILED = "FAIL (native PyTorch fails this script)" if NATIVE else "FAIL (reproduced)"
+try:
+    result = {b.call}
+    if DEVICE.type != "cpu":
+        getattr(torch, DEVICE.type).synchronize()
+except Exception as e:  # a spurious error (native PyTorch computes these probes)
+    print(f"{{FAILED}}: raised {{type(e).__name__}}: {{e}}".splitlines()[0])
+    sys.exit(1)
 if {not write}:
     got = result.reshape(-1).cpu().tolist()
     ok = got == VALS
@@ -192,6 +203,6 @@ if {not write}:
 else:
     ok = all(self[p].item() == v for p, v in zip(P, VALS))
     print("values at", P, [self[p].item() for p in P], "expected", VALS)
-print("OK" if ok else "FAIL (reproduced)")
+print("OK" if ok else FAILED)
 sys.exit(0 if ok else 1)
 '''

@@ -27,7 +27,7 @@ from .gen import (Data, Index, bytes_to_tensor, dtype_of, flat_storage, internal
 from .specs.base import bits_eq
 
 STATUSES = ("pass", "wrong", "crash", "bad-error", "device-assert", "known", "unsupported", "skip",
-            "error")
+            "error", "native")  # native: passed, but the backend under audit did not run it
 FAILING = ("wrong", "crash", "bad-error")  # what fails a backend ("error": an auditor bug)
 _UNSUPPORTED = re.compile(r"not implemented for|not supported for|does not support|"
                           r"Could not run '|no kernel", re.I)

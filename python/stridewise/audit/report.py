@@ -16,7 +16,7 @@ SHORT = {"contiguous": "contig", "expand": "expand", "expand_all": "exp_all",
          "step_slice": "step", "offset": "offset", "compound": "compnd",
          "compound_writable": "cmp_wr", "deep_compound": "deep", "mixed": "mixed"}
 CELL = {"wrong": "w", "crash": "c", "bad-error": "e", "device-assert": "a", "known": "k",
-        "error": "X"}
+        "error": "X", "native": "n"}
 
 
 def layout_of(case) -> str:
@@ -48,11 +48,12 @@ def analyse(results) -> dict:
         layouts: dict = {}
         for r in rs:
             layouts.setdefault(layout_of(r.case), []).append(r)
+        classes = harm.groups(rs)
         info["ops"][op] = {
             "counts": count(rs),
             "by_layout": {k: count(v) for k, v in layouts.items()},
-            "diagnosis": diagnose.diagnose(op, rs),
-            "harm": harm.groups(rs),
+            "diagnosis": diagnose.diagnose(op, rs, classes),
+            "harm": classes,
         }
     failing_ops = [op for op, v in info["ops"].items() if v["counts"]["failed"]]
     if len(failing_ops) > 1:
@@ -64,7 +65,7 @@ def analyse(results) -> dict:
 def _cell(c: dict) -> str:
     ok = c.get("pass", 0)
     extra = " ".join(f"{CELL[s]}{c[s]}" for s in ("wrong", "crash", "bad-error", "error",
-                                                   "device-assert", "known") if c.get(s))
+                                                   "device-assert", "known", "native") if c.get(s))
     if not ok and not extra:
         return "-"
     return f"{ok} {extra}".strip() if extra else str(ok)
@@ -83,6 +84,8 @@ def text(results, info: dict, meta: dict, max_failures: int = 8) -> str:
            f"torch {torch.__version__}  python {platform.python_version()}  "
            f"{info['counts']['cases']} cases in {meta['seconds']:.1f}s  ({meta['jobs']} worker(s))", ""]
     cols = ("pass", "wrong", "crash", "bad-error", "device-assert", "known", "unsupported", "skip")
+    if meta.get("backend"):  # passing cases the backend did not run (coverage.py)
+        cols = ("pass", "native") + cols[1:]
     rows = []
     for op, v in info["ops"].items():
         c = v["counts"]
@@ -93,38 +96,38 @@ def text(results, info: dict, meta: dict, max_failures: int = 8) -> str:
     rows.append(["TOTAL", c["cases"]] + [c.get(s, 0) or "." for s in cols]
                 + ([c["error"]] if c.get("error") else []))
     out += _table(rows, hdr) + [""]
+    out += coverage_text(results, meta)
     present = [l for l in LAYOUT_ORDER if any(l in v["by_layout"] for v in info["ops"].values())]
     rows = [[op] + [_cell(v["by_layout"].get(l, {})) for l in present] for op, v in info["ops"].items()]
     out.append("op x layout class (cell: passing cases, then w=wrong c=crash e=bad-error "
-               "a=device-assert k=known X=auditor error)")
+               "a=device-assert k=known X=auditor error n=passed, ran natively)")
     out += _table(rows, ["op"] + [SHORT[l] for l in present]) + [""]
     by_harm = [line for op, v in info["ops"].items() for line in harm.text(op, v["harm"])]
     if by_harm:
-        out.append("Findings by harm, most harmful first (spurious errors by exception and message)")
+        out.append("Findings by harm, per op, most harmful first (crashes, wrong values, inputs "
+                   "modified, missing errors, spurious errors by message, device asserts), each "
+                   "with its diagnosis")
         out += by_harm + [""]
-    diag = [(op, d) for op, v in info["ops"].items() for d in v["diagnosis"]]
-    if diag or info["diagnosis"]:
-        out.append("Diagnosis")
-        for d in info["diagnosis"]:
-            out.append(f"  all ops: {d.text}")
-        for op, d in diag:
-            out.append(f"  {op}: {d.text}")
-            if d.alternatives:
-                out.append(f"      also consistent with: {'; '.join(d.alternatives)}")
-        out.append("")
+    across = [d for d in info["diagnosis"] if d.predicate != "none" and len(d.ops) > 1]
+    if across:
+        out.append("Across ops (one cause in several ops)")
+        out += [f"  {', '.join(d.ops)}: {d.text}" for d in across] + [""]
     fails = [r for r in results if r.verdict.status in FAILING or r.verdict.status == "error"]
     if fails:
         out.append(f"Failures ({len(fails)}; the first {max_failures} per op)")
         shown: dict = {}
-        for r in sorted(fails, key=lambda r: (r.case.op, _size(r))):
+        for r in sorted(fails, key=lambda r: (r.case.op, _harm_rank(r), _size(r))):
             if shown.get(r.case.op, 0) >= max_failures:
                 continue
             shown[r.case.op] = shown.get(r.case.op, 0) + 1
             rep = ""
             if r.replay is not None:
-                rep = (" [crash confirmed on replay]" if r.replay["confirmed"] else
+                rep = (" [crashed as the first case of a fresh worker: alone]" if r.replay.get("alone") else
+                       " [crash confirmed on replay]" if r.replay["confirmed"] else
                        " [first attempt hung; verdict of the replay]" if r.replay.get("flaky") else
                        " [NOT reproduced on replay]")
+            if getattr(r, "ran_by", None) == "native":
+                rep += " [ran natively]"
             out.append(f"  {r.verdict.status:<9} {r.case.id}{rep}")
             out.append(f"            {r.verdict.detail.splitlines()[0][:220] if r.verdict.detail else r.verdict.reason}")
             if r.repro:
@@ -141,13 +144,25 @@ def text(results, info: dict, meta: dict, max_failures: int = 8) -> str:
                 n = sum(1 for r in kn if r.known == k.name)
                 out.append(f"  {k.name}: {n} case(s): {k.summary}")
         out.append("")
+    if meta.get("timing"):  # the time profile (timing.py): where the wall time went
+        from . import timing
+
+        out += timing.text(meta["timing"]) + [""]
     verdict = "FAIL" if info["counts"]["failed"] else "PASS"
     kn = info["counts"].get("known", 0)
     out.append(f"{verdict}: {info['counts']['failed']} failing case(s) of {info['counts']['cases']}"
                + (f" ({kn} known upstream issue case(s) not counted)" if kn else "")
+               + (f"; {info['counts']['native']} passing case(s) ran natively, not the backend's"
+                  if info["counts"].get("native") else "")
                + (f"; repro scripts in {meta['repro_dir']}" if meta.get("repro_dir") and meta.get("repros") else "")
                + (f"; JSON in {meta['json']}" if meta.get("json") else ""))
     return "\n".join(out)
+
+
+def _harm_rank(r) -> int:
+    """Most harmful first (harm.py's order); an auditor error last."""
+    h = harm.harm_of(r)
+    return harm.ORDER.index(h) if h in harm.ORDER else len(harm.ORDER)
 
 
 def _size(r) -> int:
@@ -177,13 +192,19 @@ def to_json(results, info: dict, meta: dict) -> dict:
             d["exception"] = r.exc
         if r.repro:
             d["repro"] = r.repro
+        if getattr(r, "ran_by", None):
+            d["ran_by"] = r.ran_by
+        if getattr(r, "worker", None):
+            d["worker"] = r.worker  # [slot, pid]
+        if getattr(r, "timing", None):
+            d["timing"] = {k: round(v, 5) for k, v in r.timing.items()}
         if r.built is not None and hasattr(r.built, "tensors"):
             d["operands"] = {n: _describe(v) for n, v in r.built.tensors.items()}
             d["scalars"] = {k: (v if isinstance(v, (int, float, str, bool, type(None))) else repr(v))
                             for k, v in r.built.scalars.items()}
         return d
 
-    fails = [r for r in results if r.verdict.status not in ("pass", "skip", "unsupported")]
+    fails = [r for r in results if r.verdict.status not in ("pass", "skip", "unsupported", "native")]
     return {
         "schema": SCHEMA,
         "torch": torch.__version__,
@@ -206,10 +227,72 @@ def to_json(results, info: dict, meta: dict) -> dict:
                      "harm": harm.to_json(v["harm"])}
                 for op, v in info["ops"].items()},
         "diagnosis": [d.to_json() for d in info["diagnosis"]],
+        "coverage": coverage_json(results, meta),
+        "timing": meta.get("timing") or {},
         "repro_dir": meta.get("repro_dir"),
         "failures": [case_json(r) for r in fails],
         "cases": [[r.case.id, r.verdict.status] for r in results],
     }
+
+
+def coverage_json(results, meta: dict) -> dict:
+    """{op: {variant: {"ran_by", "overloads"[, "via"]}}} for the ops and variants of the run
+    (variant "large": the --large probe's own call) when a backend was audited; else {}."""
+    cov = (meta.get("coverage") or {}).get("ops") or {}
+    if not cov:
+        return {}
+    out: dict = {}
+    for r in results:
+        vs = out.setdefault(r.case.op, {})
+        if r.case.kind == "large":
+            if "large" not in vs:
+                from .coverage import overloads
+                from .large import call_of
+
+                vs["large"] = {"ran_by": getattr(r, "ran_by", None),
+                               "overloads": overloads(call_of(r.case.op))}
+        elif r.case.variant not in vs and r.case.variant in cov.get(r.case.op, {}):
+            vs[r.case.variant] = cov[r.case.op][r.case.variant]
+    return {op: vs for op, vs in out.items() if vs}
+
+
+def coverage_text(results, meta: dict) -> list:
+    """The Coverage section (a backend was audited): per op, who ran each variant."""
+    cov = coverage_json(results, meta)
+    if not cov:
+        return []
+    keys = (meta.get("coverage") or {}).get("keys") or []
+    out = [f"Coverage (who ran each variant, from the dispatcher's kernels for "
+           f"{'/'.join(keys) or meta['device']} before and after the backend's enable; "
+           f"composite: decomposes into ops the backend runs)"]
+    width = max(len(op) for op in cov)
+    run = total = 0
+    for op, vs in cov.items():
+        parts = []
+        for v in ("func", "inplace", "out", "large"):
+            e = vs.get(v)
+            if e is None:
+                continue
+            total += 1
+            run += e.get("ran_by") in ("backend", "composite")
+            names = ", ".join(e.get("overloads", []))
+            if e.get("via"):
+                names += " -> " + ", ".join(e["via"])
+            parts.append(f"{v}: {e.get('ran_by')} ({names})")
+        out.append(f"  {op.ljust(width)}  " + "  ".join(parts))
+    skipped = sum(1 for r in results if r.verdict.status == "native" and r.verdict.reason == "not-run")
+    native = sum(1 for r in results if r.verdict.status == "native") - skipped
+    bad = sum(1 for r in results if getattr(r, "ran_by", None) == "native"
+              and r.verdict.status in FAILING + ("error", "device-assert"))
+    out.append(f"  the backend runs {run} of {total} op variants"
+               + (f"; {skipped} case(s) of the others were not run (native ATen would run them; "
+                  f"--run-native runs them)" if skipped else "")
+               + (f"; {native} passing case(s) ran natively and are not counted as its passes"
+                  if native or not skipped else "")
+               + (f"; {bad} native-run case(s) did not pass: they stay in the counts, marked "
+                  f"[ran natively] (ATen's own, or a native kernel calling into the backend)"
+                  if bad else ""))
+    return out + [""]
 
 
 def _describe(v):

@@ -5,7 +5,12 @@ dtype; on guard pages when the audit used --guard, with the guard code inlined),
 backend the audit used (if any), makes the call, and checks the outcome against what native
 PyTorch on CPU gave during the audit (embedded). Exit status 1: the failure reproduces; 3
 (EXIT_DEVICE_CRASH) or a signal: it crashes (on a GPU a sticky device error, e.g. an illegal
-address on a guard page, is a crash, as in the audit); 0: it does not reproduce.
+address on a guard page, is a crash, as in the audit); 0: it does not reproduce; 2
+(EXIT_SCRIPT_ERROR): the script itself failed (an exception outside the call, a bad argument).
+
+``python3 script.py [DEVICE] [--native]``: with ``--native`` the backend (and its --flush call)
+is not enabled: native PyTorch runs the very same script on the same device and must pass it
+(exit 0); a script native fails is an auditor bug (verify.py, ``--verify-repros``, checks both).
 """
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from .gen import DTYPE_NAME, flat_storage, storage_elems
+from .gen import DTYPE_NAME, extent, flat_storage, storage_elems
 from .oracle import covered
 from .specs.base import bits
 from .worker import _ASSERT, _STICKY
@@ -26,6 +31,9 @@ from .worker import _ASSERT, _STICKY
 # failure, device-side assert on a valid case): the device's crash, which a CPU process meets as a
 # signal but a GPU process as an exception; like a signal, it is neither 0 nor 1
 EXIT_DEVICE_CRASH = 3
+# exit status of a repro script that could not run (an exception outside the call, a bad
+# argument): not 1, which says "reproduced"
+EXIT_SCRIPT_ERROR = 2
 
 _HELPERS = r'''
 def storage(values, dtype):
@@ -71,7 +79,7 @@ def device_error(e):
 
 def device_crash(e, what):
     """The device crashed (a sticky error kills the context): exit EXIT_DEVICE_CRASH at once."""
-    print(f"CRASH (reproduced): {what}: {type(e).__name__}: {e}".splitlines()[0], flush=True)
+    print(f"{CRASHED}: {what}: {type(e).__name__}: {e}".splitlines()[0], flush=True)
     os._exit(EXIT_DEVICE_CRASH)
 
 
@@ -114,7 +122,7 @@ else:
         failures.append(f"{int(bad.sum())} of {got.numel()} elements differ bitwise; first at {list(pos)}: "
                         f"expected {EXPECTED[pos].item()!r}, got {got[pos].item()!r}")
 if failures:
-    print("FAIL (reproduced):\n  " + "\n  ".join(failures))
+    print(FAILED + ":\n  " + "\n  ".join(failures))
     sys.exit(1)
 print("OK: matches native PyTorch" + (" (elements written by several duplicate indices not compared)" if SKIP is not None else ""))
 sys.exit(0)
@@ -132,8 +140,11 @@ def _lit(t: torch.Tensor) -> str:
     return repr(bytes(flat.view(torch.uint8).tolist()).hex())
 
 
-def _tensor_expr(t: torch.Tensor) -> str:
-    n = storage_elems(t)
+def _tensor_expr(t: torch.Tensor, guard: bool = False) -> str:
+    """place(storage(...), size, stride, offset): the operand as the audit's worker built it; on
+    guard pages the storage is cut to the view's extent (gen.materialize), so that a read past
+    the view faults in the script as it did in the audit."""
+    n = extent(t) if guard else storage_elems(t)
     return (f"place(storage({_lit(flat_storage(t, n))}, torch.{DTYPE_NAME[t.dtype]}), "
             f"{tuple(t.shape)}, {tuple(t.stride())}, {t.storage_offset()})")
 
@@ -166,7 +177,10 @@ def script(res, spec, device: str, backend: dict | None, guard: bool, diagnosis:
         f"written by the audit on {datetime.date.today()} with torch {torch.__version__}",
         "",
         "Run:  python3 <this file> [DEVICE]    exit 1: the failure reproduces; 3 or a signal: it",
-        "      crashes (a sticky device error on a GPU: illegal address, device-side assert); 0: it does not",
+        "      crashes (a sticky device error on a GPU: illegal address, device-side assert); 0: it does not;",
+        "      2: this script itself failed",
+        "      python3 <this file> [DEVICE] --native    the same without the backend (nor --flush):",
+        "      native PyTorch on the same device; exit 0 expected (else: an auditor bug)",
         f"Re-audit: python3 -m stridewise audit --device {device} --case '{case.id}'"
         + (f" --backend '{backend['text']}'" if backend else "")
         + (f" --flush '{backend['flush']['text']}'" if backend and backend.get("flush") else "")
@@ -177,12 +191,31 @@ def script(res, spec, device: str, backend: dict | None, guard: bool, diagnosis:
         "import re",
         "import sys",
         "",
-        "import torch",
+        "",
+        "def _script_error(typ, e, tb):  # an exception outside the call: exit 2, not 1 ('reproduced')",
+        "    import traceback",
+        "    traceback.print_exception(typ, e, tb)",
+        "    print(f'ERROR: this script failed ({typ.__name__}), exit {EXIT_SCRIPT_ERROR}: not a reproduction', flush=True)",
+        "    sys.stderr.flush()",
+        "    os._exit(EXIT_SCRIPT_ERROR)",
+        "",
+        "",
+        f"EXIT_SCRIPT_ERROR = {EXIT_SCRIPT_ERROR}",
+        "sys.excepthook = _script_error",
+        "ARGS = [a for a in sys.argv[1:] if a != '--native']",
+        "NATIVE = len(ARGS) < len(sys.argv) - 1  # --native: native PyTorch, the backend not enabled",
+        "if len(ARGS) > 1 or any(a.startswith('-') for a in ARGS):",
+        "    print(f'usage: python3 {sys.argv[0]} [DEVICE] [--native]', file=sys.stderr)",
+        "    sys.exit(EXIT_SCRIPT_ERROR)",
+        "FAILED = 'FAIL (native PyTorch fails this script: an auditor bug)' if NATIVE else 'FAIL (reproduced)'",
+        "CRASHED = 'CRASH (native PyTorch: an auditor bug?)' if NATIVE else 'CRASH (reproduced)'",
+        "",
+        "import torch  # noqa: E402",
         "",
         f"for _m in {list(imports)!r}:  # modules the audit imported (plug-in devices)",
         "    importlib.import_module(_m)",
         'nan, inf = float("nan"), float("inf")',
-        f"DEVICE = torch.device(sys.argv[1] if len(sys.argv) > 1 else {device!r})",
+        f"DEVICE = torch.device(ARGS[0] if ARGS else {device!r})",
         f"GUARD = {bool(guard)}",
         f"BACKEND = {_backend_literal(backend)}",
     ]
@@ -197,11 +230,11 @@ def script(res, spec, device: str, backend: dict | None, guard: bool, diagnosis:
     lines += [_HELPERS, "# ---- operands: storage contents, sizes, strides, storage offset ----"]
     for name, val in built.tensors.items():
         if isinstance(val, list):
-            items = ", ".join("None" if t is None else _tensor_expr(t) for t in val)
+            items = ", ".join("None" if t is None else _tensor_expr(t, guard) for t in val)
             lines.append(f"{name} = [{items}]")
             vals = [None if t is None else t.tolist() for t in val]
         else:
-            lines.append(f"{name} = {_tensor_expr(val)}")
+            lines.append(f"{name} = {_tensor_expr(val, guard)}")
             vals = val.tolist()
         if name in ("idx",):
             text = repr(vals)
@@ -223,13 +256,15 @@ def script(res, spec, device: str, backend: dict | None, guard: bool, diagnosis:
         "    fn = importlib.import_module(spec['module'])",
         "    for part in spec['call'].split('.'):",
         "        fn = getattr(fn, part)",
-        "    return lambda: fn(*spec['args'])",
+        "    return lambda: fn(*spec['args'], **spec.get('kwargs', {}))",
         "",
         "",
-        "if BACKEND:",
+        "if BACKEND and not NATIVE:",
         "    call_of(BACKEND)()",
         "# --flush: the call that raises errors the backend reports after the call",
-        "FLUSH = call_of(BACKEND['flush']) if BACKEND and BACKEND.get('flush') else None",
+        "FLUSH = call_of(BACKEND['flush']) if BACKEND and BACKEND.get('flush') and not NATIVE else None",
+        "if NATIVE:",
+        "    print(f'--native: native PyTorch on {DEVICE} (backend not enabled)', flush=True)",
         "",
         f"print('calling: {spec_call}', flush=True)",
         "try:",
@@ -244,10 +279,10 @@ def script(res, spec, device: str, backend: dict | None, guard: bool, diagnosis:
         "    if NATIVE_ERROR:",
         "        print(f'OK: raised {type(e).__name__}: {e}'.splitlines()[0])",
         "        sys.exit(0)",
-        "    print(f'FAIL (reproduced): raised where native PyTorch does not: {type(e).__name__}: {e}')",
+        "    print(f'{FAILED}: raised where native PyTorch does not: {type(e).__name__}: {e}')",
         "    sys.exit(1)",
         "if NATIVE_ERROR:",
-        "    print(f'FAIL (reproduced): no error raised; native PyTorch raises {NATIVE_ERROR}')",
+        "    print(f'{FAILED}: no error raised; native PyTorch raises {NATIVE_ERROR}')",
         "    sys.exit(1)",
         _CHECK,
     ]
@@ -257,10 +292,12 @@ def script(res, spec, device: str, backend: dict | None, guard: bool, diagnosis:
 def _backend_literal(b):
     if not b:
         return "None"
-    lit = {"module": b["module"], "call": b["call"], "args": b["args"], "path": b["path"]}
+    lit = {"module": b["module"], "call": b["call"], "args": b["args"],
+           "kwargs": b.get("kwargs", {}), "path": b["path"]}
     if b.get("flush"):
         f = b["flush"]
-        lit["flush"] = {"module": f["module"], "call": f["call"], "args": f["args"], "path": f["path"]}
+        lit["flush"] = {"module": f["module"], "call": f["call"], "args": f["args"],
+                        "kwargs": f.get("kwargs", {}), "path": f["path"]}
     return repr(lit)
 
 
@@ -295,18 +332,23 @@ def file_name(case_id: str) -> str:
 
 
 def write_all(results, specs: dict, out_dir: str, device: str, backend, guard: bool,
-              diag_by_op: dict, tol_text: str = "", limit: int = 2000, imports=()) -> int:
+              diag_by_op: dict, tol_text: str = "", limit: int = 2000, imports=(), always=()) -> int:
+    """Write the scripts of the first ``limit`` of ``results`` (those with operands), and of
+    every result in ``always`` besides (the findings' representatives, verify.py), whatever the
+    limit. Sets ``r.repro``; returns how many were written."""
     os.makedirs(out_dir, exist_ok=True)
     n = 0
-    for r in results:
-        if r.built is None or n >= limit:
-            continue
+    todo = [r for r in results if r.built is not None][:max(0, limit)]
+    chosen = {id(r) for r in todo}
+    todo += [r for r in always if r.built is not None and id(r) not in chosen]
+    for r in todo:
         d = os.path.join(out_dir, r.case.op)
         os.makedirs(d, exist_ok=True)
         path = os.path.join(d, file_name(r.case.id))
         with open(path, "w") as fh:
             fh.write(script(r, specs[r.case.op], device, backend, guard,
-                            diag_by_op.get(r.case.op, ""), tol_text, imports))
+                            diag_by_op.get(r.case.id) or diag_by_op.get(r.case.op, ""), tol_text,
+                            imports))
         os.chmod(path, 0o755)
         r.repro = path
         n += 1

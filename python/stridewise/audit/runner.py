@@ -5,7 +5,9 @@ case, the parent builds the same inputs and computes the native CPU oracle for i
 that dies (signal, abort, device fault, device-side assert, timeout) is replaced by a fresh one;
 a crashing case is replayed once, alone, in a fresh worker to confirm it. Workers are forked
 (default; the parent never initialises a GPU and runs torch single-threaded) or started with
-``forkserver``/``spawn``.
+``forkserver``/``spawn``. Which case a free worker gets: ``schedule.py`` (by kernel, so a JIT
+backend compiles each kernel in one worker). Warm spares (``spares``): workers started ahead
+that a slot whose worker died adopts. Where the time goes: ``timing.py`` (``Runner.timing``).
 
 Asynchronous device errors: a sticky error that a worker meets *before* a case's op ran
 (answer ``stale``) belongs to the case that worker ran before; that case is judged again as
@@ -19,22 +21,17 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-import re
 import shutil
-import signal
 import sys
 import tempfile
 import time
 import traceback
-from collections import deque
+from collections import Counter
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait as mp_wait
 from typing import Any, Optional
 
-import torch
-
-from . import diagnose, gen, known, oracle
-from .worker import worker_main
+from . import diagnose, gen, known, oracle, schedule, timing
 
 
 @dataclass
@@ -56,6 +53,16 @@ class RunConfig:
     # seconds later is stuck (typically in synchronize on the poisoned context): kill it then
     # instead of waiting for --timeout
     assert_grace: float = 10.0
+    # warm spares: worker processes started ahead, so that a slot whose worker crashed (or
+    # asserted, or hung) goes on at once instead of starting one (cli: --spares)
+    spares: int = 0
+    schedule: str = "affinity"  # schedule.py: affinity (by kernel) | order
+    # with a backend: also run the cases of variants the backend registers no kernel for
+    # (coverage.py says "native"); by default they are not run (status native, reason not-run)
+    run_native: bool = False
+    # stop handing out cases this many seconds after the start (0: never); the rest are
+    # reported as skip/deadline: a partial report instead of none when device time runs out
+    deadline: float = 0.0
 
 
 @dataclass
@@ -70,169 +77,16 @@ class CaseResult:
     repro: Optional[str] = None
     built: Any = None  # CPU inputs (kept for failures: repro scripts)
     ref: Any = None
+    # with a backend: who ran the case's call (coverage.classify): backend | composite | native |
+    # unknown; a passing case that ran natively has the status "native"
+    ran_by: Optional[str] = None
+    timing: dict = field(default_factory=dict)  # the worker's seconds per part (timing.py)
+    worker: Optional[list] = None  # [slot, pid] of the worker that answered
 
 
-class AuditError(RuntimeError):
-    """The audit cannot run (backend import failed, bad device, ...): the message says why."""
-
-
-def _signal_name(code: Optional[int]) -> str:
-    if code is None:
-        return "no exit code"
-    if code < 0:
-        try:
-            return f"{signal.Signals(-code).name} (exit code {code})"
-        except ValueError:
-            return f"signal {-code}"
-    return f"exit code {code}"
-
-
-def _tail(path: Optional[str], n: int = 1600) -> str:
-    if not path or not os.path.exists(path):
-        return ""
-    with open(path, "rb") as fh:
-        fh.seek(0, 2)
-        size = fh.tell()
-        fh.seek(max(0, size - n))
-        return fh.read().decode("utf-8", "replace")
-
-
-def _accelerator_initialized() -> bool:
-    try:
-        if torch.cuda.is_initialized():
-            return True
-    except Exception:  # noqa: BLE001
-        pass
-    for name in ("xpu", "npu", "mps"):
-        mod = getattr(torch, name, None)
-        init = getattr(mod, "is_initialized", None)
-        try:
-            if callable(init) and init():
-                return True
-        except Exception:  # noqa: BLE001
-            pass
-    return False
-
-
-# what a device prints when a kernel assertion fires (CUDA/HIP: "file.cu:L: kernel: block: [..],
-# thread: [..] Assertion `cond` failed."); glibc's assert ("`x' failed") aborts the process anyway
-_ASSERT_PRINTED = re.compile(r"Assertion `[^`\n]*` failed|device-side assert")
-
-
-def _line(text: Optional[str]) -> str:
-    return text.splitlines()[0] if text else ""
-
-
-def _log_since(path: Optional[str], pos: int, n: int = 65536) -> str:
-    if not path or not os.path.exists(path):
-        return ""
-    with open(path, "rb") as fh:
-        fh.seek(pos)
-        return fh.read(n).decode("utf-8", "replace")
-
-
-def _where(tail: str) -> str:
-    """' in file.py:LINE func' from a faulthandler dump (the innermost Python frame)."""
-    m = re.search(r'most recent call first\):\s*File "([^"]+)", line (\d+) in (\S+)', tail)
-    return f" in {os.path.basename(m.group(1))}:{m.group(2)} {m.group(3)}()" if m else ""
-
-
-class _Slot:
-    def __init__(self, runner: "Runner", k: int):
-        self.r, self.k, self.n = runner, k, 0
-        self.proc = self.conn = None
-        self.case = None
-        self.sent = 0.0
-        self.replay_of: Optional[dict] = None  # first answer of a crash being replayed
-        self.pending_replay = None
-        self.history: deque = deque(maxlen=3)
-        self.log: Optional[str] = None
-        self.log_pos = 0  # size of the log when the current case was sent
-        self.starting: Optional[float] = None  # launch time of a worker not yet ready
-        # (result, answer) of the last case this worker process answered: a sticky device error
-        # met in the next case's set-up belongs to it
-        self.last: Optional[tuple] = None
-
-    @property
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.is_alive()
-
-    def start(self):
-        """Start a fresh worker and wait until it is ready (raises AuditError if it cannot)."""
-        self.launch()
-        self.await_ready(block=True)
-
-    def launch(self):
-        """Start a fresh worker process without waiting for it: the run loop keeps the other
-        workers busy meanwhile (on a GPU each start initialises a device context, and every
-        device-side assert costs one)."""
-        self.stop()
-        self.n += 1
-        self.log = os.path.join(self.r.log_dir, f"worker{self.k}-{self.n}.log")
-        cfg = dict(self.r.worker_cfg, log=self.log)
-        ctx = self.r.ctx
-        here, there = ctx.Pipe()
-        self.proc = ctx.Process(target=worker_main, args=(there, cfg), daemon=True)
-        self.proc.start()
-        there.close()
-        self.conn = here
-        self.history.clear()
-        self.last = None
-        self.starting = time.time()
-
-    def await_ready(self, block: bool = False) -> bool:
-        """True once the worker said it is ready; False while it is still starting (only when
-        not ``block``); AuditError when it failed, died or exceeded the start-up timeout."""
-        here = self.conn
-        left = self.starting + self.r.cfg.startup_timeout - time.time()
-        if not here.poll(max(0.0, left) if block else 0):
-            if not block and left > 0 and self.proc.is_alive():
-                return False
-            if self.proc.is_alive():
-                self.stop()
-                raise AuditError(f"worker did not start within {self.r.cfg.startup_timeout:.0f}s; "
-                                 f"worker log:\n{_tail(self.log)}")
-        try:
-            msg = here.recv()
-        except (EOFError, OSError):
-            code = self.proc.exitcode if self.proc.join(5) is None else self.proc.exitcode
-            raise AuditError(f"worker died while starting ({_signal_name(code)}); worker log:\n"
-                             f"{_tail(self.log)}") from None
-        self.starting = None
-        if not msg.get("ready"):
-            self.stop()
-            raise AuditError(f"worker set-up failed: {msg.get('error')}\n{msg.get('traceback', '')}")
-        self.r.backend_info = msg.get("backend")
-        self.r.device_name = msg.get("device_name")
-        return True
-
-    def send(self, case):
-        if not self.alive:
-            self.start()
-        elif self.starting is not None:
-            self.await_ready(block=True)
-        self.case, self.sent = case, time.time()
-        try:
-            self.log_pos = os.path.getsize(self.log) if self.log else 0
-        except OSError:
-            self.log_pos = 0
-        self.conn.send(case)
-
-    def stop(self):
-        if self.proc is not None:
-            if self.proc.is_alive():
-                try:
-                    self.conn.send(None)
-                except Exception:  # noqa: BLE001
-                    pass
-                self.proc.join(2)
-            if self.proc.is_alive():
-                self.proc.kill()
-                self.proc.join(5)
-        if self.conn is not None:
-            self.conn.close()
-        self.proc = self.conn = None
-        self.starting = None
+from .slots import (  # noqa: F401 (AuditError and _Slot are re-exported)
+    _ASSERT_PRINTED, AuditError, _accelerator_initialized, _line, _log_since, _signal_name, _Slot,
+    _tail, _where)
 
 
 class Runner:
@@ -240,6 +94,8 @@ class Runner:
         self.cfg, self.specs, self.progress = cfg, specs, progress
         self.backend_info = None
         self.device_name = None
+        self.coverage = None  # with a backend: the workers' coverage (worker._coverage_after)
+        self._ran_by: dict = {}
         self.log_dir = cfg.log_dir or tempfile.mkdtemp(prefix="stridewise-audit-")
         os.makedirs(self.log_dir, exist_ok=True)
         self.device_type = cfg.device.split(":")[0]
@@ -256,12 +112,15 @@ class Runner:
                            "guard": cfg.guard, "threads": cfg.threads, "sys_path": list(sys.path)}
         self.prep: dict = {}
         self.stale_tries: dict = {}  # case id -> set-ups interrupted by a sticky device error
+        self.clock = timing.Recorder(max(1, cfg.jobs))  # the time profile while running
+        self.timing: dict = {}  # ... and its summary once run() returns (report: "timing")
 
     # -- parent side: the oracle ---------------------------------------------------------------
     def prepare(self, case):
         if case.id in self.prep:
             return self.prep[case.id]
         spec = self.specs[case.op]
+        t0 = timing.now()
         try:
             if case.kind == "large":
                 from . import large
@@ -273,10 +132,12 @@ class Runner:
                 p = (built, ref, diagnose.features(spec, built, ref), None)
         except Exception:  # noqa: BLE001 - an auditor bug: never hide it
             p = (None, None, {}, traceback.format_exc())
+        self.clock.parent["oracle"] += timing.now() - t0
         self.prep[case.id] = p
         return p
 
     def finish(self, case, ans: dict, seconds: float, replay=None) -> CaseResult:
+        t0, o0 = timing.now(), self.clock.parent["oracle"]  # judging: finish less any oracle
         built, ref, feats, err = self.prep.pop(case.id, None) or self.prepare(case)
         self.prep.pop(case.id, None)
         spec = self.specs[case.op]
@@ -299,30 +160,69 @@ class Runner:
                                              v.mismatch)
         if res.verdict.status in oracle.FAILING or res.known:
             res.built, res.ref = built, ref
+        if self.coverage:
+            self._attribute(res)
+        res.timing = ans.get("timing") or {}
+        self.clock.parent["judge"] += timing.now() - t0 - (self.clock.parent["oracle"] - o0)
         return res
+
+    def _attribute(self, res: CaseResult):
+        """Who ran the case's call (backend under audit or native ATen, coverage.py): a passing
+        case that ran natively is not the backend's pass (status "native"); other verdicts
+        stand, marked."""
+        from . import coverage
+
+        case = res.case
+        if case.kind == "large":
+            from . import large
+
+            expr = large.call_of(case.op)
+        else:
+            expr = self.specs[case.op].calls.get(case.variant, "")
+        if expr not in self._ran_by:
+            self._ran_by[expr] = coverage.classify(expr, self.coverage["overloads"])["ran_by"]
+        res.ran_by = self._ran_by[expr]
+        if res.ran_by == "native" and res.verdict.status == "pass":
+            res.verdict.status = "native"
 
     # -- the loop -----------------------------------------------------------------------------
     def run(self, cases) -> list:
-        queue = deque(cases)
+        self.clock = clock = timing.Recorder(max(1, self.cfg.jobs))
         slots = [_Slot(self, k) for k in range(max(1, self.cfg.jobs))]
+        spares = [_Slot(self, f"spare{j}") for j in range(max(0, self.cfg.spares))]
+        for sp in spares:
+            sp.spare = True
         results: list = []
         try:
-            slots[0].start()  # fail fast (with the reason) if workers cannot start
+            t = timing.now()
+            for s in slots[1:]:  # all start together (a GPU worker's start takes seconds) ...
+                s.launch()
+            slots[0].start()  # ... and fail fast (with the reason) if workers cannot start
+            clock.parent["idle"] += timing.now() - t
+            todo = self._not_run_natively(cases, results)  # coverage is known from here on
+            queue = schedule.make(todo, max(1, self.cfg.jobs), self.cfg.schedule)  # len(), next(slot)
+            t_end = time.time() + self.cfg.deadline if self.cfg.deadline > 0 else None
             while queue or any(s.case is not None or s.pending_replay is not None for s in slots):
+                if t_end is not None and queue and time.time() > t_end:
+                    self._past_deadline(queue, results)
                 for s in slots:
                     if s.case is not None:
                         continue
                     if s.pending_replay is None and not queue:
                         continue
                     if s.starting is None and not s.alive:  # (re)start without waiting for
-                        s.launch()  # it: the other workers go on; it gets work once ready
+                        self._fresh(s, spares)  # it: the other workers go on; it gets work once ready
                     if s.starting is not None and not s.await_ready():
                         continue
                     if s.pending_replay is not None:
                         c, s.pending_replay = s.pending_replay, None
                         s.send(c)
                     elif queue:
-                        s.send(queue.popleft())
+                        c = queue.next(s.k)  # None: nothing for this slot now (schedule.py)
+                        if c is not None:
+                            s.send(c)
+                if spares:
+                    self._tend(spares)
                 busy = [s for s in slots if s.case is not None]
                 starting = [s for s in slots if s.starting is not None]
                 for s in busy:
@@ -332,25 +232,101 @@ class Runner:
                 checks = [self._next_check(s, now) for s in busy]
                 checks += [s.starting + self.cfg.startup_timeout for s in starting]
                 left = (min(checks) - now) if checks else 0.01
+                t = timing.now()
                 mp_wait(waits, timeout=max(0.01, left))
+                clock.parent["idle"] += timing.now() - t
                 for s in busy:
                     ans = self._collect(s)
                     if ans is not None:
                         r = self._handle(s, ans)
                         if r is not None:
+                            r.worker = [s.k, s.pid]
                             results.append(r)
                             if self.progress:
                                 self.progress(r)
-            if len(results) != len(cases):  # never lose a case silently
-                got = {r.case.id for r in results}
-                lost = [c.id for c in cases if c.id not in got]
-                raise AuditError(f"{len(lost)} case(s) got no result (auditor bug): {lost[:5]}")
+            got, want = Counter(r.case.id for r in results), Counter(c.id for c in cases)
+            if got != want:  # never lose (nor duplicate) a case silently
+                lost = [c for c in want if got[c] < want[c]]
+                twice = [c for c in got if got[c] > want[c]]
+                raise AuditError(f"{len(lost)} case(s) got no result, {len(twice)} more than one "
+                                 f"(auditor bug): {lost[:5]} {twice[:5]}")
+            clock.close(slots)
+            self.timing = dict(clock.summary(results), schedule=queue.stats(),
+                               start_method=self.start_method)
         finally:
-            for s in slots:
+            for s in slots + spares:
                 s.stop()
             if not self.cfg.keep_logs and not self.cfg.log_dir:
                 shutil.rmtree(self.log_dir, ignore_errors=True)
         return results
+
+    def _not_run_natively(self, cases, results: list) -> list:
+        """The cases to run. With a backend whose coverage is known, the cases of a variant the
+        backend registers no kernel for (coverage.classify: native) are not the backend's: they
+        are reported as ``native`` (reason not-run) without running them, unless --run-native.
+        Running them would audit ATen (on CUDA its out-of-range cases each cost a worker, killed
+        by a device-side assert)."""
+        if not (self.cfg.backend and self.coverage) or self.cfg.run_native:
+            return list(cases)
+        todo = []
+        for c in cases:
+            probe = CaseResult(c, oracle.Verdict("native", "not-run", ""))
+            self._attribute(probe)
+            if probe.ran_by != "native":
+                todo.append(c)
+                continue
+            over = ", ".join(self._overloads(c)) or "its call"
+            probe.verdict = oracle.Verdict(
+                "native", "not-run", f"not run: the backend registers no kernel for {over} on "
+                f"{self.device_type} (native ATen would run it; --run-native runs such cases)")
+            results.append(probe)
+            if self.progress:
+                self.progress(probe)
+        return todo
+
+    def _overloads(self, case) -> list:
+        from . import coverage
+
+        if case.kind == "large":
+            from . import large
+
+            return coverage.overloads(large.call_of(case.op))
+        return coverage.overloads(self.specs[case.op].calls.get(case.variant, ""))
+
+    def _past_deadline(self, queue, results: list):
+        """--deadline passed: every case not handed out yet is reported as skip (deadline)."""
+        for c in queue.drain():
+            r = CaseResult(c, oracle.Verdict("skip", "deadline", f"not run: --deadline "
+                                             f"{self.cfg.deadline:.0f}s passed first"))
+            results.append(r)
+            if self.progress:
+                self.progress(r)
+
+    def _fresh(self, s: _Slot, spares: list):
+        """A fresh worker for slot ``s``: on a restart, a warm spare's (a ready one first), else
+        a new one."""
+        if s.launches and spares:
+            live = [sp for sp in spares if sp.proc is not None and sp.alive]
+            if live:
+                s.adopt(min(live, key=lambda sp: sp.starting is not None))
+                return
+        s.launch()
+
+    def _tend(self, spares: list):
+        """Keep the warm spares started. A spare that cannot start turns spares off (the reason
+        goes to the time profile); the audit goes on, slots start their own workers."""
+        for sp in spares:
+            try:
+                if sp.starting is not None:
+                    sp.await_ready()
+                elif not sp.alive:
+                    sp.launch()
+            except AuditError as e:
+                self.clock.spares["disabled"] = _line(str(e))[:200]
+                for x in spares:
+                    x.stop()
+                spares.clear()
+                return
 
     def _next_check(self, s: _Slot, now: float) -> float:
         """When to look at a busy worker again without an answer: its timeout, and past
@@ -364,7 +340,10 @@ class Runner:
     def _collect(self, s: _Slot) -> Optional[dict]:
         if s.conn.poll():
             try:
-                return s.conn.recv()
+                t = timing.now()
+                ans = s.conn.recv()
+                self.clock.parent["ipc"] += timing.now() - t
+                return ans
             except (EOFError, OSError):
                 pass
         elif s.proc.is_alive():
@@ -391,12 +370,14 @@ class Runner:
     def _handle(self, s: _Slot, ans: dict) -> Optional[CaseResult]:
         case, took = s.case, time.time() - s.sent
         s.case = None
+        self.clock.answered(s, ans, s.replay_of is not None)
         s.history.append(case.id)
         if ans.get("stale"):
             return self._stale(s, case, ans)
         fatal = ans.get("fatal")
         if fatal:
             s.stop()  # the process is dead or its device context is: start afresh
+            s.cause = "timeout" if ans.get("timeout") else fatal  # of the restart (time profile)
         if s.replay_of is not None:  # this was the replay of a crash
             first, s.replay_of = s.replay_of, None
             # a crash is confirmed by a crash; a device-side assert on a valid case by the same
@@ -412,19 +393,40 @@ class Runner:
                 res.verdict.detail = (f"{res.verdict.detail} [flaky: the first attempt {how} and was "
                                       f"killed; verdict of the replay alone in a fresh worker]").strip()
             else:
-                if not confirmed:
-                    first = dict(first, fatal="crash",
-                                 detail=f"crashed once but not when replayed alone in a fresh worker "
-                                        f"(memory corrupted by an earlier case? run before it: "
-                                        f"{', '.join(first.get('_history', []))}). First crash: "
-                                        f"{first.get('detail', '')}")
-                res = self.finish(case, first, took, rep)
+                res = None
+                if not confirmed and not again and not ans.get("internal"):
+                    # alone it did not crash: if it fails alone, that is the finding a repro
+                    # script reproduces (the crash needed the cases run before it)
+                    alone = self.finish(case, ans, took, dict(rep, crashed_after=first.get("_history", [])))
+                    if alone.verdict.status in oracle.FAILING:
+                        alone.verdict.detail = (
+                            f"{alone.verdict.detail} [it crashed once after other cases ("
+                            f"{', '.join(first.get('_history', []))}: memory corrupted by one of them?), "
+                            f"not when replayed alone; verdict of the replay alone]")
+                        res = alone
+                if res is None:
+                    if not confirmed:
+                        first = dict(first, fatal="crash",
+                                     detail=f"crashed once but not when replayed alone in a fresh worker "
+                                            f"(memory corrupted by an earlier case? run before it: "
+                                            f"{', '.join(first.get('_history', []))}). First crash: "
+                                            f"{first.get('detail', '')}")
+                    res = self.finish(case, first, took, rep)
             s.last = None if fatal else (res, ans)
             return res
         if fatal == "crash" or (fatal == "device-assert" and self._valid(case)):
             # A device-side assert on a case native accepts is a crash too (oracle.judge:
             # device-assert-valid): confirm it alone in a fresh worker like any other.
-            s.replay_of = dict(ans, _history=list(s.history)[:-1])
+            before = list(s.history)[:-1]
+            if not before and fatal == "crash" and not ans.get("timeout"):
+                # it was the first case of a fresh worker: it already ran alone, as a replay
+                # would (a hang is still replayed: a stalled context says little about a case)
+                res = self.finish(case, ans, took, {
+                    "confirmed": True, "alone": True,
+                    "replay_detail": "not replayed: it was the first case of a fresh worker"})
+                s.last = None
+                return res
+            s.replay_of = dict(ans, _history=before)
             s.pending_replay = case
             return None
         res = self.finish(case, ans, took)
@@ -440,6 +442,7 @@ class Runner:
         """A sticky device error met before ``case``'s op ran: blame the case this worker ran
         before (if any), and run ``case`` again in a fresh worker."""
         s.stop()
+        s.cause = "stale"
         prev, s.last = s.last, None
         if prev is not None:
             self._blame(prev, ans, case)
@@ -454,7 +457,10 @@ class Runner:
         v = oracle.Verdict("error", "device-unusable", f"{n} set-ups of this case met a sticky "
                            f"device error before its op ran, the last in a fresh worker: "
                            f"{ans.get('detail', '')}")
-        return CaseResult(case, v, feats, 0.0)
+        res = CaseResult(case, v, feats, 0.0)
+        if self.coverage:
+            self._attribute(res)
+        return res
 
     def _blame(self, prev: tuple, ans: dict, victim):
         """Judge ``prev`` (result, answer) again: its device work left the sticky error that
@@ -475,4 +481,5 @@ class Runner:
             new_ans["detail"] = f"{what}: {ans.get('exc_type')}: {_line(ans.get('exc_msg'))[:300]}"
         new = self.finish(res.case, new_ans, res.seconds, res.replay)
         new.verdict.detail = f"{new.verdict.detail} [{note}]"
+        new.timing, new.worker = res.timing, res.worker  # who ran it, and how long, stand
         res.__dict__.update(new.__dict__)

@@ -19,6 +19,7 @@ import importlib
 import os
 import re
 import sys
+import time
 import traceback
 import warnings
 
@@ -37,6 +38,8 @@ _STICKY = re.compile(r"illegal memory access|illegal address|misaligned address|
 
 # The backend's flush call (--flush; backends.flush_of), set by setup() in the worker.
 _FLUSH = None
+# With a backend: who runs each overload and each op's variant (coverage.py), set by setup().
+COVERAGE = None
 
 
 def synchronize(device: torch.device):
@@ -76,13 +79,25 @@ def _fatal(kind: str) -> str:
     return "device-assert" if kind == "device-assert" else "crash"
 
 
-def execute(spec, case, device: torch.device, alloc=None) -> dict:
-    """Run one case; returns the raw answer for ``oracle.judge``."""
+def _lap(tm: dict, key: str, since: float) -> float:
+    """tm[key] += the seconds since ``since``; returns now (the time profile: timing.py)."""
+    t = time.perf_counter()
+    tm[key] = tm.get(key, 0.0) + t - since
+    return t
+
+
+def execute(spec, case, device: torch.device, alloc=None, times=None) -> dict:
+    """Run one case; returns the raw answer for ``oracle.judge``. ``times`` (a dict) gets the
+    seconds of its parts: build, materialize, call (+ synchronize + flush), pack."""
+    tm, t = ({} if times is None else times), time.perf_counter()
     if case.kind == "large":
         from . import large
 
-        return large.execute(spec, case, device)
+        ans = large.execute(spec, case, device)
+        _lap(tm, "call", t)
+        return ans
     built = gen.build(spec, case)
+    t = _lap(tm, "build", t)
     try:  # set-up: nothing of this case has run on the device yet
         synchronize(device)
         dev = {k: _map(v, lambda t: gen.materialize(t, device, alloc)) for k, v in built.tensors.items()}
@@ -91,9 +106,11 @@ def execute(spec, case, device: torch.device, alloc=None) -> dict:
         if kind is None:
             raise  # an auditor bug (reported as such by worker_main)
         # A sticky device error before this case's op ran: left by the previous case.
+        _lap(tm, "materialize", t)
         return {"ok": False, "stale": kind, "fatal": _fatal(kind), "exc_type": type(e).__name__,
                 "exc_msg": str(e)[:2000],
                 "detail": f"device error before the op ran (set-up): {type(e).__name__}: {str(e)[:300]}"}
+    t = _lap(tm, "materialize", t)
     ns = dict(built.scalars)
     ns.update(dev)
     try:
@@ -119,7 +136,9 @@ def execute(spec, case, device: torch.device, alloc=None) -> dict:
             how = (f"surfaced when synchronizing after the call raised {type(first).__name__}: "
                    f"{str(first).splitlines()[0][:300] if str(first) else ''}")
             ans["detail"] = f"{ans['detail']}; {how}" if ans.get("detail") else how
+        _lap(tm, "call", t)
         return ans
+    t = _lap(tm, "call", t)
     ans: dict = {"ok": True}
     try:
         if built.written:
@@ -136,6 +155,7 @@ def execute(spec, case, device: torch.device, alloc=None) -> dict:
                            else [gen.storage_bytes(v)] for k, v in dev.items()}
         synchronize(device)
     except Exception as e:  # noqa: BLE001 - a broken result is the backend's failure
+        _lap(tm, "pack", t)
         kind = classify_error(e, device)
         if kind:
             return {"ok": False, "fatal": _fatal(kind),
@@ -143,6 +163,7 @@ def execute(spec, case, device: torch.device, alloc=None) -> dict:
                     "detail": f"device fault after the call: {type(e).__name__}: {str(e)[:500]}"}
         return {"ok": False, "exc_type": "BadResult", "exc_msg": f"{type(e).__name__}: {e}",
                 "bad_result": True}
+    _lap(tm, "pack", t)
     return ans
 
 
@@ -160,8 +181,10 @@ def device_name(device: torch.device) -> str:
     return platform.processor() or platform.machine() if device.type == "cpu" else device.type
 
 
-def setup(cfg: dict):
-    """Process set-up shared by workers and single-case runs: threads, imports, backend."""
+def setup(cfg: dict, times=None):
+    """Process set-up shared by workers and single-case runs: threads, imports, backend.
+    ``times`` (a dict) gets the seconds of its parts: imports, device, backend, guard."""
+    tm, t = ({} if times is None else times), time.perf_counter()
     warnings.filterwarnings("ignore")
     torch.set_num_threads(max(1, int(cfg.get("threads", 1))))
     for path in cfg.get("sys_path", []):
@@ -169,26 +192,91 @@ def setup(cfg: dict):
             sys.path.insert(0, path)
     for m in cfg.get("imports", []):
         importlib.import_module(m)
+    t = _lap(tm, "imports", t)
     device = torch.device(cfg["device"])
     if device.type == "cuda":
         torch.cuda.set_device(device.index or 0)
-    global _FLUSH
+    if device.type != "cpu":  # the first allocation initialises the context: device init, not a case
+        try:
+            torch.empty(1, device=device)
+        except Exception:  # noqa: BLE001 - the first case's set-up meets it and says so
+            pass
+    t = _lap(tm, "device", t)
+    global _FLUSH, COVERAGE
     info = None
     if cfg.get("backend"):
         from .backends import enable, flush_of
 
+        before = _coverage_before(device)  # before the backend's import: it may register kernels
         info = enable(cfg["backend"])
         _FLUSH = flush_of(cfg["backend"])
+        COVERAGE = _coverage_after(before, device)
+    t = _lap(tm, "backend", t)
     alloc = None
     if cfg.get("guard"):
         from .guard import allocator
 
         alloc = allocator(device)
+    _lap(tm, "guard", t)
     return device, alloc, info
+
+
+def _coverage_before(device: torch.device) -> tuple:
+    """Dispatcher snapshot of every overload the specs (and the large probes) call, plus what
+    their CompositeImplicitAutograd overloads decompose into (traced natively on CPU, on one
+    small valid case per parameter combination). Once per worker: about 10 ms."""
+    import itertools
+
+    from . import coverage, large
+    from .caseid import make_case
+    from .oracle import quiet_native
+    from .specs import SPECS
+
+    exprs = [e for s in SPECS.values() for e in s.calls.values()]
+    exprs += [large.call_of(op) for op in (*large.READ, *large.WRITE)]
+    qs = list(dict.fromkeys(q for e in exprs for q in coverage.overloads(e)))
+    before = coverage.snapshot(qs, device.type)
+    decomposed: dict = {}
+    for s in SPECS.values():
+        for v, expr in s.calls.items():
+            comp = [q for q in coverage.overloads(expr) if before[q].get("composite")]
+            if not comp:
+                continue
+            seen: list = []
+            keys = list(s.params)
+            for vals in itertools.islice(itertools.product(*(s.params[k] for k in keys)), 8):
+                try:
+                    b = gen.build(s, make_case(s.name, v, {}, max(2, s.min_rank), "float32", "i64",
+                                               "rand", dict(zip(keys, vals)), 0))
+                    ns = dict(b.scalars)
+                    ns.update(b.tensors)
+                    with quiet_native():
+                        seen += coverage.trace(lambda: run_call(expr, ns))
+                except Exception:  # noqa: BLE001 - no decomposition known: marked composite only
+                    pass
+            for q in comp:
+                decomposed[q] = [x for x in dict.fromkeys(seen) if x != q]
+    extra = [x for into in decomposed.values() for x in into if x not in before]
+    before.update(coverage.snapshot(list(dict.fromkeys(extra)), device.type))
+    return before, decomposed
+
+
+def _coverage_after(state: tuple, device: torch.device) -> dict:
+    """{"keys": dispatch keys, "overloads": coverage.diff(...), "ops": {op: {variant:
+    coverage.classify(...)}}} after the backend's enable."""
+    from . import coverage
+    from .specs import SPECS
+
+    before, decomposed = state
+    per = coverage.diff(before, coverage.snapshot(list(before), device.type), decomposed)
+    return {"keys": list(coverage.dispatch_keys(device.type)), "overloads": per,
+            "ops": {s.name: {v: coverage.classify(e, per) for v, e in s.calls.items()}
+                    for s in SPECS.values()}}
 
 
 def worker_main(conn, cfg: dict):
     """Entry point of a worker process (multiprocessing target)."""
+    entered = time.time()
     log = cfg.get("log")
     if log:
         fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -201,9 +289,12 @@ def worker_main(conn, cfg: dict):
     try:
         from .specs import SPECS
 
-        device, alloc, info = setup(cfg)
+        # the time profile: launch -> here (process start, torch and the auditor's imports)
+        times = {"process": max(0.0, time.time() - cfg.get("launched", entered))}
+        device, alloc, info = setup(cfg, times)
         conn.send({"ready": True, "backend": info, "pid": os.getpid(), "torch": torch.__version__,
-                   "device_name": device_name(device)})
+                   "device_name": device_name(device), "coverage": COVERAGE,
+                   "timing": times})
     except BaseException as e:  # noqa: BLE001
         conn.send({"ready": False, "error": f"{type(e).__name__}: {e}",
                    "traceback": traceback.format_exc()})
@@ -217,14 +308,16 @@ def worker_main(conn, cfg: dict):
             return
         case = msg
         print(f"[case] {case.id}", flush=True)
+        tm: dict = {}
         try:
-            ans = execute(SPECS[case.op], case, device, alloc)
+            ans = execute(SPECS[case.op], case, device, alloc, tm)
         except BaseException as e:  # noqa: BLE001 - an auditor bug: report it, keep going
             kind = classify_error(e, device)
             ans = {"ok": False, "exc_type": type(e).__name__, "exc_msg": str(e)[:2000],
                    "internal": traceback.format_exc()}
             if kind:
                 ans["fatal"] = _fatal(kind)
+        ans["timing"] = tm  # seconds of its parts (execute): the time profile, timing.py
         conn.send(ans)
         if ans.get("fatal"):
             sys.stdout.flush()
