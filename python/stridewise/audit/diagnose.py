@@ -259,7 +259,7 @@ def diagnose(scope: str, results, classes=None) -> list:
     whole = _diagnose_group(scope, fails, considered, preds, "")
     per_class = []
     for g in classes if classes is not None else harm.groups(results, preds):
-        for sub in g["groups"] or [g]:
+        for sub in subgroups(g):
             d = sub.get("diagnosis") or diagnose_class(scope, g["class"], sub["results"],
                                                        considered, preds, sub)
             if d is not None:
@@ -274,6 +274,14 @@ def diagnose(scope: str, results, classes=None) -> list:
         return [whole] + [d for d in per_class if d.predicate != whole.predicate
                           and d.predicate != "none" and len(per_class) > 1]
     return per_class
+
+
+def subgroups(g: dict) -> list:
+    """The groups of a harm class that are diagnosed apart: each spurious message; the missing
+    errors split by what native raises only when native raises more than one thing."""
+    if g["class"] == "spurious-error" or len(g["groups"]) > 1:
+        return g["groups"]
+    return [g]
 
 
 # what a harm class's cases do, as the verb of its diagnosis
@@ -316,6 +324,8 @@ def diagnose_class(scope, cls, group, considered, preds, sub=None):
         verb += f" ({kind})" if kind else ""
     elif cls == "spurious-error" and sub is not None and sub.get("exception"):
         verb += f" {sub['exception']}: {sub['message'][:80]}"
+    elif cls == "missing-error" and sub is not None and sub.get("message"):
+        verb += f" where native raises {sub['exception']}: {sub['message'][:80]}"
     d = _diagnose_group(scope, group, mine, preds, cls, verb)
     d.cls, d.example = cls, group[0].case.id if hasattr(group[0], "case") else ""
     return d

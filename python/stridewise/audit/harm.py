@@ -65,11 +65,30 @@ def error_of(r) -> tuple:
     return typ, normalise(msg)
 
 
+_NATIVE = re.compile(r"native(?: CPU| PyTorch)?(?: on \S+)? raises (.*)$", re.S)
+
+
+def native_error_of(r) -> tuple:
+    """(exception type, normalised message) of what native raises for a missing error: the
+    check the backend lacks (an index bound, ATen's refusal of a self-overlapping write, ...)."""
+    m = _NATIVE.search(r.verdict.detail or "")
+    text = (m.group(1) if m else (r.verdict.detail or "")).strip()
+    typ, sep, msg = text.partition(": ")
+    if not re.fullmatch(r"[A-Za-z_][\w.]*", typ):
+        typ, msg = "Exception", text
+    return typ, normalise(msg)
+
+
+# classes split by message: spurious errors by what the backend raised, missing errors by what
+# native raises (each message a distinct missing check)
+SPLIT = {"spurious-error": error_of, "missing-error": native_error_of}
+
+
 def groups(results, preds=None) -> list:
     """The failing results of one op by harm class, most harmful first: a list of
     {"class", "title", "cases", "results", "groups", "diagnosis", "why", "example"}; "groups"
-    splits the spurious errors by (exception type, normalised message), biggest first, each
-    with its own results and diagnosis (diagnose.diagnose_class: the class's cases against the
+    splits the spurious errors by (exception type, normalised message) and the missing errors by
+    what native raises, biggest first, each with its own results and diagnosis (diagnose.diagnose_class: the class's cases against the
     passing ones)."""
     considered = [r for r in results if r.verdict.status not in ("skip", "unsupported", "known")]
     by: dict = {}
@@ -92,14 +111,14 @@ def groups(results, preds=None) -> list:
         if not rs:
             continue
         g = {"class": cls, "title": TITLE[cls], "cases": len(rs), "results": rs, "groups": []}
-        if cls == "spurious-error":
+        if cls in SPLIT:
             msgs: dict = {}
             for r in rs:
-                msgs.setdefault(error_of(r), []).append(r)
+                msgs.setdefault(SPLIT[cls](r), []).append(r)
             for (typ, msg), mrs in sorted(msgs.items(), key=lambda kv: (-len(kv[1]), kv[0])):
                 g["groups"].append(diagnosed({"exception": typ, "message": msg, "cases": len(mrs),
                                               "results": mrs}, cls, mrs))
-        else:
+        if cls != "spurious-error":
             diagnosed(g, cls, rs)
         out.append(g)
     return out
@@ -127,8 +146,10 @@ def text(op: str, gs: list) -> list:
             lines.append(f"         {d.text}")
             if d.alternatives and d.predicate not in ("none", "always"):
                 lines.append(f"         also consistent with: {'; '.join(d.alternatives)}")
-        for x in g["groups"]:
+        subs = g["groups"] if g["class"] == "spurious-error" or len(g["groups"]) > 1 else []
+        for x in subs:
             why = x["diagnosis"].phrase if x.get("diagnosis") is not None and x.get("why") else ""
-            lines.append(f"       {x['cases']:>5} x {x['exception']}: {x['message']}")
+            where = "native raises " if g["class"] == "missing-error" else ""
+            lines.append(f"       {x['cases']:>5} x {where}{x['exception']}: {x['message']}")
             lines.append(f"               e.g. {x['example']}" + (f"; {why}" if why else ""))
     return lines

@@ -150,10 +150,13 @@ def text(results, info: dict, meta: dict, max_failures: int = 8) -> str:
         out += timing.text(meta["timing"]) + [""]
     verdict = "FAIL" if info["counts"]["failed"] else "PASS"
     kn = info["counts"].get("known", 0)
+    not_run = sum(1 for r in results if r.verdict.status == "native" and r.verdict.reason == "not-run")
+    ran = info["counts"].get("native", 0) - not_run
     out.append(f"{verdict}: {info['counts']['failed']} failing case(s) of {info['counts']['cases']}"
                + (f" ({kn} known upstream issue case(s) not counted)" if kn else "")
-               + (f"; {info['counts']['native']} passing case(s) ran natively, not the backend's"
-                  if info["counts"].get("native") else "")
+               + (f"; {not_run} case(s) of variants the backend does not register not run"
+                  if not_run else "")
+               + (f"; {ran} passing case(s) ran natively, not the backend's" if ran else "")
                + (f"; repro scripts in {meta['repro_dir']}" if meta.get("repro_dir") and meta.get("repros") else "")
                + (f"; JSON in {meta['json']}" if meta.get("json") else ""))
     return "\n".join(out)

@@ -42,6 +42,9 @@ def _key(r, order):
 
 
 CANDIDATES = 3  # cases tried per finding, until one holds up
+AFTER_OTHERS = ("not reproduced alone, as the report says: the audit's replay alone did not crash "
+                "either; it crashed after other cases of its worker (memory corrupted by one of "
+                "them?): rerun with --guard, which faults at the first write past a storage")
 
 
 def candidates(results, n: int = CANDIDATES) -> list:
@@ -85,16 +88,23 @@ def findings(info: dict) -> list:
         for g in v.get("harm", ()):
             if g["class"] not in REPLAYED:
                 continue
-            subs = g.get("groups") or [g]
-            for x in subs:
+            from .diagnose import subgroups
+
+            for x in subgroups(g):
                 cands = candidates(x["results"])
                 r = cands[0] if cands else None
                 if x is g:
                     msg = _first_line(r.verdict.detail or r.verdict.reason) if r else g["title"]
+                elif g["class"] == "missing-error":
+                    msg = _first_line(f"no error where native raises {x['exception']}: {x['message']}")
                 else:
                     msg = _first_line(f"{x['exception']}: {x['message']}")
+                # a crash the audit's own replay could not repeat alone (every case of it): the
+                # report already says it needed the cases run before it
+                after = g["class"] == "crash" and all(
+                    (y.replay or {}).get("confirmed") is False for y in x["results"])
                 out.append({"op": op, "class": g["class"], "message": msg, "cases": len(x["results"]),
-                            "result": r, "candidates": cands,
+                            "result": r, "candidates": cands, "after_others": after,
                             "example": r.case.id if r else x.get("example")})
     return out
 
@@ -218,7 +228,7 @@ def check_one_each(items: list, jobs: int = 1, timeout: float = TIMEOUT) -> list
     out = []
     for i, it in enumerate(items):
         c = {k: it.get(k) for k in ("op", "class", "message", "cases", "example", "script", "device",
-                                    "scripts")}
+                                    "scripts", "after_others")}
         if (i, False) not in runs:
             c.update(outcome="no script", ok=False, backend=None, native=None,
                      why=("no repro script was written for this finding" if not it.get("script")
@@ -233,7 +243,13 @@ def check_one_each(items: list, jobs: int = 1, timeout: float = TIMEOUT) -> list
         why = ([] if b["reproduces"] else [f"with the backend: {_why_not(it['class'], b)}"]) + (
             [] if n["passes"] else [f"native PyTorch ({n['how']}): " + (
                 _last_line(n["stdout_tail"]) or _last_line(n["stderr_tail"]))])
-        c.update(outcome="; ".join(bad) or "reproduces", ok=not bad, backend=b, native=n, why=why)
+        if bad == ["does not reproduce"] and it.get("after_others"):
+            # what the report said: it crashed only after other cases of the same worker (memory
+            # corrupted by one of them). Not the report's error; not a finding one script shows.
+            bad, why = [], [AFTER_OTHERS]
+            c["outcome_note"] = "crashed only after other cases"
+        c.update(outcome="; ".join(bad) or c.get("outcome_note") or "reproduces", ok=not bad,
+                 backend=b, native=n, why=why)
         out.append(c)
     return out
 
@@ -244,7 +260,7 @@ def run_findings(found: list, device: str, jobs: int = 1, timeout: float = TIMEO
         path = getattr(r, "repro", None) if r is not None else None
         return os.path.abspath(path) if path else None  # absolute: --verify-repros-from runs anywhere
 
-    items = [dict({k: f[k] for k in ("op", "class", "message", "cases", "example")},
+    items = [dict({k: f[k] for k in ("op", "class", "message", "cases", "example", "after_others")},
                   script=script(f["result"]), device=device,
                   scripts=[{"script": script(r), "example": r.case.id}
                            for r in f.get("candidates") or ([f["result"]] if f["result"] else [])
@@ -269,7 +285,8 @@ def text(checks: list) -> list:
             res = "with backend: NOT RUN  native: NOT RUN  (no script)"
         else:
             b, n = c["backend"], c["native"]
-            res = (f"with backend: {'reproduces' if b['reproduces'] else 'NOT reproduced'} ({b['how']})  "
+            said = "not reproduced, as reported" if c.get("outcome_note") else "NOT reproduced"
+            res = (f"with backend: {'reproduces' if b['reproduces'] else said} ({b['how']})  "
                    f"native: {'passes' if n['passes'] else 'FAILS'} ({n['how']})")
         lines.append(f"  {c['op']}  {c['class']}: {c['message']}  (e.g. {c['example']}; "
                      f"{c['cases']} case(s))  {res}  {c['script'] or '-'}")
@@ -281,8 +298,10 @@ def text(checks: list) -> list:
                      f"({', '.join(sorted({c['outcome'] for c in bad}))}): the report is wrong about "
                      "them, not the kernel -- fix the auditor (repro.py, the oracle), not the backend")
     else:
-        lines.append(f"  all {len(checks)} finding(s) reproduce alone, and native PyTorch passes "
-                     "each script")
+        after = sum(1 for c in checks if c.get("outcome_note"))
+        lines.append(f"  all {len(checks) - after} finding(s) reproduce alone, and native PyTorch "
+                     "passes each script" + (f"; {after} crashed only after other cases, as the "
+                                             "report says (not shown by one script)" if after else ""))
     return lines + [""]
 
 

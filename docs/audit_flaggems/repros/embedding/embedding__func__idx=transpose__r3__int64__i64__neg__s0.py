@@ -3,7 +3,7 @@
 
 status: bad-error (missing-error)
 detail: no error raised; native CPU raises IndexError: index out of range in self
-diagnosis (embedding): raises no (or the wrong) error only when an index is out of range (8 of 16 such cases; the other 8 pass): out-of-range index silently ignored: no error raised
+diagnosis (embedding): raises no (or the wrong) error only when an index is out of range (9 of 16 such cases; the other 7 pass): out-of-range index silently ignored: no error raised
 device: cuda   backend: flag_gems:enable   guard pages: no
 written by the audit on 2026-12-02 with torch 2.11.0+cu130
 

@@ -3,7 +3,7 @@
 
 status: bad-error (missing-error)
 detail: no error raised; native CPU raises RuntimeError: index -5 is out of bounds for dimension 2 with size 1
-diagnosis (gather): raises no (or the wrong) error only when an index is out of range (10 of 20 such cases; the other 10 pass): out-of-range index silently ignored: no error raised
+diagnosis (gather): raises no (or the wrong) error only when an index is out of range (9 of 20 such cases; the other 11 pass): out-of-range index silently ignored: no error raised
 device: cuda   backend: flag_gems:enable   guard pages: no
 written by the audit on 2026-12-02 with torch 2.11.0+cu130
 

@@ -3,7 +3,7 @@
 
 status: wrong (values)
 detail: 1 of 2 elements differ (bitwise); first at [1]: expected -139, got -49
-diagnosis (index_add): is wrong mostly when an operand is non-contiguous (112 of 155 such cases; the other 43 pass; 1 other failing case outside it): self is read as contiguous memory (its strides are ignored); the index is read as contiguous memory (its strides are ignored); src is read as contiguous memory (its strides are ignored)
+diagnosis (index_add): is wrong mostly when an operand is non-contiguous (111 of 154 such cases; the other 43 pass; 1 other failing case outside it): self is read as contiguous memory (its strides are ignored); the index is read as contiguous memory (its strides are ignored); src is read as contiguous memory (its strides are ignored)
 device: cuda   backend: flag_gems:enable   guard pages: no
 written by the audit on 2026-12-02 with torch 2.11.0+cu130
 

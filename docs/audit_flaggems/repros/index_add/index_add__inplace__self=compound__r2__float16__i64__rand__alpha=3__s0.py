@@ -3,7 +3,7 @@
 
 status: bad-error (missing-error)
 detail: no error raised; native CPU raises RuntimeError: unsupported operation: more than one element of the written-to tensor refers to a single memory location. Please clone() the tensor before performing the operation.
-diagnosis (index_add): raises no (or the wrong) error only when self has a stride-0 (expanded) dim (14 of 28 such cases; the other 14 pass): self is read as contiguous memory (its strides are ignored)
+diagnosis (index_add): raises no (or the wrong) error only when self has a stride-0 (expanded) dim (14 of 28 such cases; the other 14 pass): writing in place into a self-overlapping (expanded) tensor is not refused: native PyTorch raises 'unsupported operation: more than one element of the written-to tensor refers to a single memory location'
 device: cuda   backend: flag_gems:enable   guard pages: no
 written by the audit on 2026-12-02 with torch 2.11.0+cu130
 

@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""stridewise audit repro: index_add/inplace/idx=expand_all/r6/int64/i64/rand/alpha=3/s0
+
+status: crash (crash)
+detail: crashed once but not when replayed alone in a fresh worker (memory corrupted by an earlier case? run before it: index_add/inplace/src=compound/r3/int64/i64/rand/alpha=3/s0, index_add/inplace/self=permute/r6/int64/i64/rand/alpha=1/s0). First crash: 
+diagnosis (index_add): crashes (illegal address) in 1 of 372 cases: too few to tell what they share (see the example)
+device: cuda   backend: flag_gems:enable   guard pages: no
+written by the audit on 2026-12-02 with torch 2.11.0+cu130
+
+Run:  python3 <this file> [DEVICE]    exit 1: the failure reproduces; 3 or a signal: it
+      crashes (a sticky device error on a GPU: illegal address, device-side assert); 0: it does not;
+      2: this script itself failed
+      python3 <this file> [DEVICE] --native    the same without the backend (nor --flush):
+      native PyTorch on the same device; exit 0 expected (else: an auditor bug)
+Re-audit: python3 -m stridewise audit --device cuda --case 'index_add/inplace/idx=expand_all/r6/int64/i64/rand/alpha=3/s0' --backend 'flag_gems:enable'
+"""
+import importlib
+import os
+import re
+import sys
+
+
+def _script_error(typ, e, tb):  # an exception outside the call: exit 2, not 1 ('reproduced')
+    import traceback
+    traceback.print_exception(typ, e, tb)
+    print(f'ERROR: this script failed ({typ.__name__}), exit {EXIT_SCRIPT_ERROR}: not a reproduction', flush=True)
+    sys.stderr.flush()
+    os._exit(EXIT_SCRIPT_ERROR)
+
+
+EXIT_SCRIPT_ERROR = 2
+sys.excepthook = _script_error
+ARGS = [a for a in sys.argv[1:] if a != '--native']
+NATIVE = len(ARGS) < len(sys.argv) - 1  # --native: native PyTorch, the backend not enabled
+if len(ARGS) > 1 or any(a.startswith('-') for a in ARGS):
+    print(f'usage: python3 {sys.argv[0]} [DEVICE] [--native]', file=sys.stderr)
+    sys.exit(EXIT_SCRIPT_ERROR)
+FAILED = 'FAIL (native PyTorch fails this script: an auditor bug)' if NATIVE else 'FAIL (reproduced)'
+CRASHED = 'CRASH (native PyTorch: an auditor bug?)' if NATIVE else 'CRASH (reproduced)'
+
+import torch  # noqa: E402
+
+for _m in []:  # modules the audit imported (plug-in devices)
+    importlib.import_module(_m)
+nan, inf = float("nan"), float("inf")
+DEVICE = torch.device(ARGS[0] if ARGS else 'cuda')
+GUARD = False
+BACKEND = {'module': 'flag_gems', 'call': 'enable', 'args': [], 'kwargs': {}, 'path': None}
+ALLOC = None
+_ASSERT = re.compile('device-side assert|cudaErrorAssert|hipErrorAssert|CUDA error: .*assert|vector core exception|device assert', re.I)
+_STICKY = re.compile('illegal memory access|illegal address|misaligned address|unspecified launch failure|illegal instruction|CUDA error|HIP error|ACL error|XPU error|Device error', re.I)
+EXIT_DEVICE_CRASH = 3
+
+def storage(values, dtype):
+    """A 1-D CPU storage: a list of values, or a hex string of its raw bytes."""
+    if isinstance(values, str):
+        raw = bytearray.fromhex(values)
+        return torch.frombuffer(raw, dtype=torch.uint8).view(dtype) if raw else torch.empty(0, dtype=dtype)
+    wide = torch.complex128 if dtype.is_complex else (torch.float64 if dtype.is_floating_point else None)
+    return torch.tensor(values, dtype=wide or dtype).to(dtype)
+
+
+def place(base, size, stride, offset):
+    """The view (size, stride, storage offset) over a copy of ``base`` on DEVICE."""
+    n = base.numel()
+    dst = ALLOC.empty(n, base.dtype, DEVICE) if ALLOC is not None else torch.empty(n, dtype=base.dtype, device=DEVICE)
+    if n:
+        dst.copy_(base)
+    return dst.as_strided(size, stride, offset)
+
+
+def snapshot(t):
+    n = t.untyped_storage().nbytes() // t.element_size()
+    return t.as_strided((n,), (1,), 0).cpu().clone()
+
+
+def same_bits(a, b):
+    eq = bits(a) == bits(b)
+    return eq.all(-1) if a.is_complex() else eq
+
+
+def sync():
+    if DEVICE.type != "cpu":
+        getattr(torch, DEVICE.type).synchronize()
+
+
+def device_error(e):
+    """'device-assert' | 'device-fault' | None, as the audit's worker classifies it."""
+    if DEVICE.type == "cpu":
+        return None
+    msg = f"{type(e).__name__}: {e}"
+    return "device-assert" if _ASSERT.search(msg) else "device-fault" if _STICKY.search(msg) else None
+
+
+def device_crash(e, what):
+    """The device crashed (a sticky error kills the context): exit EXIT_DEVICE_CRASH at once."""
+    print(f"{CRASHED}: {what}: {type(e).__name__}: {e}".splitlines()[0], flush=True)
+    os._exit(EXIT_DEVICE_CRASH)
+
+
+def bits(t):
+    """An integer view of ``t`` where equality means bitwise equality (complex: last dim 2).
+    (Also inlined into the repro scripts, so it uses nothing but torch.)"""
+    import torch
+
+    t = t.contiguous()
+    if t.is_complex():
+        t = torch.view_as_real(t).contiguous()
+    if t.dtype == torch.bool:
+        return t.view(torch.uint8)
+    ints = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+    return t.view(ints[t.element_size()])
+
+
+def covered(t, n):
+    """Mask over the first ``n`` storage elements: True where ``t``'s view reaches.
+    (Also inlined into the repro scripts, so it uses nothing but torch.)"""
+    mask = torch.zeros(n, dtype=torch.bool)
+    if t.numel():
+        off = torch.full((), t.storage_offset(), dtype=torch.long)
+        for k, (s, st) in enumerate(zip(t.shape, t.stride())):
+            shape = [1] * t.dim()
+            shape[k] = s
+            off = off + (torch.arange(s) * st).reshape(shape)
+        mask[off.reshape(-1)] = True
+    return mask
+
+# ---- operands: storage contents, sizes, strides, storage offset ----
+self = place(storage([46, -14, 18, 22, 48, -2, 9, -4, 13, -14, 11, -26, 41, -30, 32, -30, -43, -23, -42, -16, 48, -15, -50, 40, -46, -21, 43, 31, 47, 38, 39, -12, 17, -15, -15, -43, 19, -35, -44, -31, 20, -6, 6, -14, 39, 17, -3, -22, -22, 35, 4, -22, -32, 28, -9, 12, -13, 7, -30, 6, 7, 40, 19, 22, 0, -44, 40, -9, -26, -49, -32, 8, -46, 4, -1, 26, 49, 36, -30, 11, 21, -38, -19, 5, -35, -5, -35, -4, -48, -26, -18, -30, 5, 8, -14, 0, 7, 2, 32, -12, -37, -17, -23, -8, -49, 7, -6, 33, 32, 21, -29, -13, -36, 31, 38, -41, -9, 43, 15, -26, -48, 21, 6, -20, -21, 18, 43, 20, -25, 11, -44, 12, 12, -1, -4, 21, -22, -32, -5, 46, -20, 4, 5, -4, 35, -44, 4, 48, 9, -10, 12, -24, -24, -40, -29, 24, -26, -21, -7, -16, -38, -40, 4, 8, -26, -26, -20, -48, -6, -1, -50, -2, 37, -38, 45, -40, 9, 10, 6, -30, 46, 4, -27, 21, -43, 16, 32, 46, 14, 5, 48, -4], torch.int64), (3, 1, 4, 1, 4, 4), (64, 64, 16, 16, 4, 1), 0)
+idx = place(storage([0], torch.int64), (4,), (0,), 0)
+# idx (logical values): [0, 0, 0, 0]
+src = place(storage([30, -18, 20, -32, 18, 10, 3, -40, 4, 38, 40, 12, -30, -12, 47, 14, -37, -34, -48, 10, -43, -7, -43, 32, -14, -19, -15, -12, -29, -15, -41, 32, 42, 17, 4, -6, 7, 44, 4, -7, -8, -50, 47, -15, -2, 16, -6, -29, -31, 2, 1, 32, -41, -26, 32, -25, -3, -14, -49, 30, -40, 26, 23, 47, -22, -21, -25, 10, 19, 7, 41, 31, 36, -15, 14, -25, 38, 15, -22, 4, -24, 33, 30, -28, -46, 36, -24, -25, -16, 4, -22, 48, 24, -10, -26, 35, -13, 18, 48, -47, 41, 22, 33, -42, -15, 37, -3, 37, 16, -26, 36, -33, 24, -1, 33, 48, 36, -29, 37, 34, 49, 35, -25, -34, 16, -30, 45, 7, -44, -47, -3, -41, 48, 0, -32, 37, -19, -34, -24, -11, 16, -5, -33, 46, 46, 48, -45, 39, -18, 20, 17, -7, -10, 38, -15, -47, 11, -27, -18, -36, -7, -5, -27, -44, 4, -6, 12, -14, 23, 41, 40, -32, 48, 48, 6, -19, -3, -13, -43, 21, 8, -10, -9, -25, 13, -21, -39, -19, -42, -41, 14, 11], torch.int64), (3, 1, 4, 1, 4, 4), (64, 64, 16, 16, 4, 1), 0)
+dim = 4
+alpha = 3
+TENSORS = {'self': self, 'idx': idx, 'src': src}
+BEFORE = {(n if not isinstance(t, list) else f'{n}[{j}]'): snapshot(x) for n, t in TENSORS.items() for j, x in enumerate(t if isinstance(t, list) else [t]) if x is not None}
+WRITTEN = 'self'
+NATIVE_ERROR = None
+EXPECTED_DTYPE = torch.int64
+EXPECTED = storage([112, 40, 348, -116, 48, -2, 9, -4, 13, -14, 11, -26, 41, -30, 32, -30, -412, -248, -483, 170, 48, -15, -50, 40, -46, -21, 43, 31, 47, 38, 39, -12, 134, 66, 132, -214, 19, -35, -44, -31, 20, -6, 6, -14, 39, 17, -3, -22, -367, -1, 25, 230, -32, 28, -9, 12, -13, 7, -30, 6, 7, 40, 19, 22, 213, -86, 64, 51, -26, -49, -32, 8, -46, 4, -1, 26, 49, 36, -30, 11, -165, 151, -145, 95, -35, -5, -35, -4, -48, -26, -18, -30, 5, 8, -14, 0, 94, 155, 374, -267, -37, -17, -23, -8, -49, 7, -6, 33, 32, 21, -29, -13, 339, -44, 308, 124, -9, 43, 15, -26, -48, 21, 6, -20, -21, 18, 43, 20, -22, -247, -320, 105, 12, -1, -4, 21, -22, -32, -5, 46, -20, 4, 5, -4, 122, 193, -179, -105, 9, -10, 12, -24, -24, -40, -29, 24, -26, -21, -7, -16, 166, 194, 97, -319, -26, -26, -20, -48, -6, -1, -50, -2, 37, -38, 45, -40, -63, -245, -225, -66, 46, 4, -27, 21, -43, 16, 32, 46, 14, 5, 48, -4], torch.int64).reshape((3, 1, 4, 1, 4, 4))
+TOL = None
+TOL_TEXT = ''
+SKIP = None
+
+def call_of(spec):  # MODULE:CALL(ARGS) of the audit, as a function of no arguments
+    if spec['path']:
+        sys.path.insert(0, spec['path'])
+    fn = importlib.import_module(spec['module'])
+    for part in spec['call'].split('.'):
+        fn = getattr(fn, part)
+    return lambda: fn(*spec['args'], **spec.get('kwargs', {}))
+
+
+if BACKEND and not NATIVE:
+    call_of(BACKEND)()
+# --flush: the call that raises errors the backend reports after the call
+FLUSH = call_of(BACKEND['flush']) if BACKEND and BACKEND.get('flush') and not NATIVE else None
+if NATIVE:
+    print(f'--native: native PyTorch on {DEVICE} (backend not enabled)', flush=True)
+
+print('calling: torch.ops.aten.index_add_.default(self, dim, idx, src, alpha=alpha)', flush=True)
+try:
+    result = torch.ops.aten.index_add_.default(self, dim, idx, src, alpha=alpha)
+    sync()
+    if FLUSH:
+        FLUSH()
+except Exception as e:
+    _kind = device_error(e)
+    if _kind == 'device-fault' or (_kind == 'device-assert' and not NATIVE_ERROR):
+        device_crash(e, _kind + (' on a valid call' if not NATIVE_ERROR else ''))
+    if NATIVE_ERROR:
+        print(f'OK: raised {type(e).__name__}: {e}'.splitlines()[0])
+        sys.exit(0)
+    print(f'{FAILED}: raised where native PyTorch does not: {type(e).__name__}: {e}')
+    sys.exit(1)
+if NATIVE_ERROR:
+    print(f'{FAILED}: no error raised; native PyTorch raises {NATIVE_ERROR}')
+    sys.exit(1)
+
+failures = []
+for name, t in TENSORS.items():
+    for j, item in enumerate(t if isinstance(t, list) else [t]):
+        if item is None:
+            continue
+        label = name if not isinstance(t, list) else f"{name}[{j}]"
+        now, was = snapshot(item), BEFORE[label]
+        if now.numel() != was.numel():
+            failures.append(f"{label}: storage resized from {was.numel()} to {now.numel()} elements")
+            continue
+        changed = ~same_bits(now, was)
+        if name == WRITTEN:
+            changed &= ~covered(item, now.numel())
+            if bool(changed.any()):
+                failures.append(f"{label}: {int(changed.sum())} storage elements outside the view were written")
+        elif bool(changed.any()):
+            failures.append(f"input {label} was modified ({int(changed.sum())} storage elements)")
+got = (result if WRITTEN is None else TENSORS[WRITTEN]).detach().cpu()
+if WRITTEN is not None and not (isinstance(result, torch.Tensor) and result.data_ptr() == TENSORS[WRITTEN].data_ptr()):
+    failures.append(f"the call did not return {WRITTEN}")
+if tuple(got.shape) != tuple(EXPECTED.shape) or got.dtype != EXPECTED_DTYPE:
+    failures.append(f"result {tuple(got.shape)} {got.dtype}, expected {tuple(EXPECTED.shape)} {EXPECTED_DTYPE}")
+elif TOL is not None:
+    wide = torch.complex128 if EXPECTED.is_complex() else torch.float64
+    bad = ~((got.to(wide) - EXPECTED.to(wide)).abs() <= TOL)
+    if bool(bad.any()):
+        failures.append(f"{int(bad.sum())} of {got.numel()} elements outside the tolerance ({TOL_TEXT})")
+else:
+    bad = ~same_bits(got, EXPECTED)
+    if SKIP is not None:
+        bad &= ~SKIP
+    if bool(bad.any()):
+        pos = tuple(bad.nonzero()[0].tolist()) if bad.dim() else ()
+        failures.append(f"{int(bad.sum())} of {got.numel()} elements differ bitwise; first at {list(pos)}: "
+                        f"expected {EXPECTED[pos].item()!r}, got {got[pos].item()!r}")
+if failures:
+    print(FAILED + ":\n  " + "\n  ".join(failures))
+    sys.exit(1)
+print("OK: matches native PyTorch" + (" (elements written by several duplicate indices not compared)" if SKIP is not None else ""))
+sys.exit(0)
