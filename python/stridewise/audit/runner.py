@@ -184,6 +184,16 @@ class Runner:
         res.ran_by = self._ran_by[expr]
         if res.ran_by == "native" and res.verdict.status == "pass":
             res.verdict.status = "native"
+        v = res.verdict
+        if (res.ran_by == "native" and v.status in oracle.FAILING and not res.known
+                and res.built is not None and case.kind != "large"):
+            # ATen's own kernel ran (--run-native): its known issues are known here too, with a
+            # backend or without (a backend's own ops keep --known's choice)
+            k = known.match(case.op, self.device_type, res.built, v.reason, res.exc)
+            if k is not None:
+                res.known = k.name
+                res.verdict = oracle.Verdict("known", v.reason, f"known issue {k.name}: {v.detail}",
+                                             v.mismatch)
 
     # -- the loop -----------------------------------------------------------------------------
     def run(self, cases) -> list:
