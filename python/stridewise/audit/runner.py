@@ -153,11 +153,7 @@ class Runner:
                          exc=(f"{ans['exc_type']}: {ans.get('exc_msg', '')[:300]}"
                               if ans.get("exc_type") else None))
         if v.status in oracle.FAILING and self.cfg.apply_known and built is not None:
-            k = known.match(case.op, self.device_type, built, v.reason, res.exc)
-            if k is not None:
-                res.known = k.name
-                res.verdict = oracle.Verdict("known", v.reason, f"known issue {k.name}: {v.detail}",
-                                             v.mismatch)
+            self._match_known(res, built)
         if res.verdict.status in oracle.FAILING or res.known:
             res.built, res.ref = built, ref
         if self.coverage:
@@ -173,12 +169,7 @@ class Runner:
         from . import coverage
 
         case = res.case
-        if case.kind == "large":
-            from . import large
-
-            expr = large.call_of(case.op)
-        else:
-            expr = self.specs[case.op].calls.get(case.variant, "")
+        expr = self._call_of(case)
         if expr not in self._ran_by:
             self._ran_by[expr] = coverage.classify(expr, self.coverage["overloads"])["ran_by"]
         res.ran_by = self._ran_by[expr]
@@ -189,11 +180,24 @@ class Runner:
                 and res.built is not None and case.kind != "large"):
             # ATen's own kernel ran (--run-native): its known issues are known here too, with a
             # backend or without (a backend's own ops keep --known's choice)
-            k = known.match(case.op, self.device_type, res.built, v.reason, res.exc)
-            if k is not None:
-                res.known = k.name
-                res.verdict = oracle.Verdict("known", v.reason, f"known issue {k.name}: {v.detail}",
-                                             v.mismatch)
+            self._match_known(res, res.built)
+
+    def _match_known(self, res: CaseResult, built):
+        """A failing verdict that a known upstream issue explains becomes status known."""
+        v = res.verdict
+        k = known.match(res.case.op, self.device_type, built, v.reason, res.exc)
+        if k is not None:
+            res.known = k.name
+            res.verdict = oracle.Verdict("known", v.reason, f"known issue {k.name}: {v.detail}",
+                                         v.mismatch)
+
+    def _call_of(self, case) -> str:
+        """The call expression a case runs (a spec's variant, or a large probe's)."""
+        if case.kind == "large":
+            from . import large
+
+            return large.call_of(case.op)
+        return self.specs[case.op].calls.get(case.variant, "")
 
     # -- the loop -----------------------------------------------------------------------------
     def run(self, cases) -> list:
@@ -297,11 +301,7 @@ class Runner:
     def _overloads(self, case) -> list:
         from . import coverage
 
-        if case.kind == "large":
-            from . import large
-
-            return coverage.overloads(large.call_of(case.op))
-        return coverage.overloads(self.specs[case.op].calls.get(case.variant, ""))
+        return coverage.overloads(self._call_of(case))
 
     def _past_deadline(self, queue, results: list):
         """--deadline passed: every case not handed out yet is reported as skip (deadline)."""
