@@ -398,6 +398,10 @@ def main(argv=None):
     (out_dir / "bench_gather.md").write_text(text)
     (out_dir / "bench_gather.json").write_text(json.dumps(
         {"header": head, "argv": sys.argv, "rows": rows, "sync": sync_rows}, indent=1))
+    # The picture beside the JSON (bench/plot_bench.py), before the prints so the table stays last;
+    # without matplotlib this prints one line and the run still succeeds.
+    from plot_bench import plot_or_hint
+    plot_or_hint(out_dir / "bench_gather.json", out_dir / "bench_gather.png")
     print()
     print(head)
     print("\n## sync check mode cost\n")

@@ -305,6 +305,9 @@ def main(argv=None):
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "bench_scatter.md").write_text(text)
     (out_dir / "bench_scatter.json").write_text(json.dumps({"header": head, "rows": rows}, indent=1))
+    # The picture beside the JSON (bench/plot_bench.py); without matplotlib, one line, no failure.
+    from plot_bench import plot_or_hint
+    plot_or_hint(out_dir / "bench_scatter.json", out_dir / "bench_scatter.png")
     print()
     print(text)
 
