@@ -25,14 +25,12 @@ from pathlib import Path
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-PYDIR = ROOT / "python"
+from conftest import PYDIR, ROOT  # noqa: E402  (the installed package or python/)
 PLANTED = ROOT / "tests" / "planted_backend"
-if str(PYDIR) not in sys.path:
-    sys.path.insert(0, str(PYDIR))
 # conftest.py stands a namespace package in for stridewise when its native library does not
 # load: the auditor needs only torch
 
+from stridewise import schemas  # noqa: E402
 from stridewise.audit import cli, coverage  # noqa: E402
 
 SEED = int(os.environ.get("STRIDEWISE_SEED") or random.SystemRandom().randrange(1, 10**6)) % 10**6
@@ -48,7 +46,9 @@ def audit(tmp_path, capsys, *args):
                    "--seed", str(SEED), "--jobs", "2"])
     text = capsys.readouterr().out
     assert (out / "r.json").exists(), (f"STRIDEWISE_SEED={SEED}: exit status {rc}, no report", text)
-    return rc, json.loads((out / "r.json").read_text()), text
+    rep = json.loads((out / "r.json").read_text())
+    schemas.validate(rep, schemas.AUDIT_REPORT, str(out / "r.json"))  # the shipped JSON Schema
+    return rc, rep, text
 
 
 def ctx(rep) -> str:

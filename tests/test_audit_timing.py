@@ -23,15 +23,13 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-PYDIR = ROOT / "python"
+from conftest import PYDIR, ROOT  # noqa: E402  (the installed package or python/)
 PLANTED = ROOT / "tests" / "planted_backend"
 SLOW = ROOT / "tests" / "slow_backend.py"
-if str(PYDIR) not in sys.path:
-    sys.path.insert(0, str(PYDIR))
 # conftest.py stands a namespace package in for stridewise when its native library does not
 # load: the auditor needs only torch
 
+from stridewise import schemas  # noqa: E402
 from stridewise.audit import cli, schedule, timing  # noqa: E402
 from stridewise.audit.caseid import make_case  # noqa: E402
 
@@ -46,7 +44,9 @@ def audit(tmp_path, *args, capsys=None):
     rc = cli.main(argv)
     text = capsys.readouterr().out if capsys else ""
     assert (out / "r.json").exists(), f"STRIDEWISE_SEED={SEED}: no report (exit {rc}) for {argv}"
-    return rc, json.loads((out / "r.json").read_text()), text
+    rep = json.loads((out / "r.json").read_text())
+    schemas.validate(rep, schemas.AUDIT_REPORT, str(out / "r.json"))  # the shipped JSON Schema
+    return rc, rep, text
 
 
 def listed(*args) -> list:

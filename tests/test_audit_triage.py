@@ -26,15 +26,13 @@ from pathlib import Path
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-PYDIR = ROOT / "python"
+from conftest import PYDIR, ROOT  # noqa: E402  (the installed package or python/)
 SIM = ROOT / "tests" / "planted_backend" / "cuda_sim.py"
 PLANTED = ROOT / "tests" / "planted_backend"
-if str(PYDIR) not in sys.path:
-    sys.path.insert(0, str(PYDIR))
 # conftest.py stands a namespace package in for stridewise when its native library does not
 # load: the auditor needs only torch
 
+from stridewise import schemas  # noqa: E402
 from stridewise.audit import backends, cli, gen, known, matrix, oracle  # noqa: E402
 from stridewise.audit.caseid import parse_case_id  # noqa: E402
 from stridewise.audit.runner import RunConfig, Runner, _Slot  # noqa: E402
@@ -51,7 +49,9 @@ def audit(tmp_path, *args):
     out.mkdir()
     rc = cli.main([*map(str, args), "--json", str(out / "r.json"), "--no-repros", "--no-progress",
                    "-q"])
-    return rc, json.loads((out / "r.json").read_text())
+    rep = json.loads((out / "r.json").read_text())
+    schemas.validate(rep, schemas.AUDIT_REPORT, str(out / "r.json"))  # the shipped JSON Schema
+    return rc, rep
 
 
 def status(rep) -> dict:

@@ -150,6 +150,36 @@ def test_the_report_prints_each_finding_replayed_alone(noisy_flat, capsys):
     assert "--verify-repros" in capsys.readouterr().err
 
 
+def test_a_malformed_report_is_refused_naming_the_field(noisy_flat, capsys):
+    """--verify-repros-from checks the report against the shipped JSON Schema
+    (stridewise/schemas/audit_report.schema.json) before re-running anything: a malformed report
+    is exit 2, and the message names the file, the JSON path of the bad value and the rule."""
+    _, rep, _, tmp = noisy_flat
+    faults = [  # (the fault, the path named, words of the message)
+        (lambda d: d["repro_check"][0].pop("script"), "$.repro_check[0]", "'script' is a required property"),
+        (lambda d: d["repro_check"][0].update(cases="two"), "$.repro_check[0].cases",
+         "'two' is not of type 'integer'"),
+        (lambda d: d["repro_check"][0].update({"class": "slow"}), "$.repro_check[0].class", "'slow' is not one of"),
+        (lambda d: d["repro_check"].__setitem__(0, "gather crash"), "$.repro_check[0]", "is not of type 'object'"),
+        (lambda d: d.update(repro_check={"gather": 1}), "$.repro_check", "is not of type 'array'"),
+        (lambda d: d.update(schema="something-else/1"), "$.schema", "'stridewise-audit/1' was expected"),
+    ]
+    for k, (fault, path, words) in enumerate(faults):
+        bad = json.loads(json.dumps(rep))
+        fault(bad)
+        f = tmp / f"bad{k}.json"
+        f.write_text(json.dumps(bad))
+        capsys.readouterr()
+        assert cli.main(["--verify-repros-from", str(f)]) == 2, (path, capsys.readouterr())
+        out, err = capsys.readouterr()
+        assert f"{f}: {path}: " in err and words in err and "audit_report.schema.json" in err, (path, err)
+        assert verify.TITLE not in out, out  # nothing was re-run
+    # not JSON at all: exit 2 too, said why
+    (tmp / "torn.json").write_text(json.dumps(rep)[:200])
+    assert cli.main(["--verify-repros-from", str(tmp / "torn.json")]) == 2
+    assert "JSONDecodeError" in capsys.readouterr().err
+
+
 def test_repro_script_argv_device_and_native(noisy_flat):
     """python3 script.py [DEVICE] [--native]: --native anywhere; anything else is exit 2."""
     _, rep, _, _ = noisy_flat

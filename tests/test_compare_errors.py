@@ -7,15 +7,11 @@ import csv
 import io
 import json
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT / "python") not in sys.path:
-    sys.path.insert(0, str(ROOT / "python"))
 
 from stridewise.dump import CompareError, compare  # noqa: E402
 from stridewise.dump._testing import SyntheticDump, run_compare  # noqa: E402

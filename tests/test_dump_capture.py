@@ -14,22 +14,28 @@ from pathlib import Path
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT / "python") not in sys.path:
-    sys.path.insert(0, str(ROOT / "python"))
+from conftest import PYDIR, ROOT  # noqa: E402  (the installed package or python/)
 
 import stridewise.dump as swdump  # noqa: E402
-from stridewise.dump import load_tensor, read_index  # noqa: E402
+from stridewise import schemas  # noqa: E402
+from stridewise.dump import load_tensor  # noqa: E402
+from stridewise.dump import read_index as _read_index  # noqa: E402
+
+
+def read_index(rank_dir, kinds=("tensor",)):
+    """read_index with every record (of any kind) checked against the shipped JSON Schema: what
+    each test here records matches stridewise/schemas/dump_index_record.schema.json."""
+    return _read_index(rank_dir, kinds, validate=True)
 
 # Runs the dump CLI in a fresh interpreter whether or not the native library loads (the package
 # __init__ loads it; a namespace stand-in is used when it cannot).
 CLI = textwrap.dedent(f"""
     import sys, types
-    sys.path.insert(0, {str(ROOT / 'python')!r})
+    sys.path.insert(0, {str(PYDIR)!r})
     try:
         import stridewise
     except ImportError:
-        stub = types.ModuleType("stridewise"); stub.__path__ = [{str(ROOT / 'python' / 'stridewise')!r}]
+        stub = types.ModuleType("stridewise"); stub.__path__ = [{str(PYDIR / 'stridewise')!r}]
         sys.modules["stridewise"] = stub
     from stridewise.dump.cli import main
     sys.exit(main(sys.argv[1:]))
@@ -167,11 +173,11 @@ def test_killed_process_loses_nothing_already_recorded(tmp_path, exe_or_none=Non
     script = tmp_path / "killme.py"
     script.write_text(textwrap.dedent(f"""
         import os, signal, sys
-        sys.path.insert(0, {str(ROOT / 'python')!r})
+        sys.path.insert(0, {str(PYDIR)!r})
         import torch
         import importlib.util
-        spec = importlib.util.spec_from_file_location("swd", {str(ROOT / 'python/stridewise/dump/__init__.py')!r},
-            submodule_search_locations=[{str(ROOT / 'python/stridewise/dump')!r}])
+        spec = importlib.util.spec_from_file_location("swd", {str(PYDIR / 'stridewise/dump/__init__.py')!r},
+            submodule_search_locations=[{str(PYDIR / 'stridewise/dump')!r}])
         m = importlib.util.module_from_spec(spec); sys.modules["swd"] = m; spec.loader.exec_module(m)
         x = torch.arange(1000, dtype=torch.float32)
         d = m.dump({str(tmp_path / 'd')!r}, ops=["index_select"], shard_bytes=20000)
@@ -200,8 +206,8 @@ def test_memory_stays_bounded_and_shards_roll_over(tmp_path):
     script.write_text(textwrap.dedent(f"""
         import resource, sys, importlib.util, torch
         from torch.utils._python_dispatch import TorchDispatchMode
-        spec = importlib.util.spec_from_file_location("swd", {str(ROOT / 'python/stridewise/dump/__init__.py')!r},
-            submodule_search_locations=[{str(ROOT / 'python/stridewise/dump')!r}])
+        spec = importlib.util.spec_from_file_location("swd", {str(PYDIR / 'stridewise/dump/__init__.py')!r},
+            submodule_search_locations=[{str(PYDIR / 'stridewise/dump')!r}])
         m = importlib.util.module_from_spec(spec); sys.modules["swd"] = m; spec.loader.exec_module(m)
         class Plain(TorchDispatchMode):
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -252,11 +258,109 @@ def test_command_line(tmp_path):
     assert p.returncode == 0 and "usage" in p.stdout
 
 
+def test_command_line_options_before_the_script(tmp_path):
+    """Without --: argparse reads the options and stops at the script (or at -m): an abbreviated
+    flag (--overw) does not swallow the script, and the script's own options (--dir, -m, --) are
+    its own. (The hand-rolled split this replaced took --overw for an option with a value.)"""
+    script = tmp_path / "s.py"
+    script.write_text(textwrap.dedent("""
+        import sys, torch
+        print("ARGV", sys.argv[1:])
+        torch.gather(torch.ones(3), 0, torch.tensor([1]))
+    """))
+    for k, (opts, want) in enumerate(((["--overw"], ["--dir", "x", "-m", "y", "--", "z"]),
+                                      (["--no-in", "--fsync=never"], ["-q"]),
+                                      (["--overwrite", "--"], ["--step", "9"]))):
+        p = subprocess.run([sys.executable, "-c", CLI, "--dir", str(tmp_path / f"d{k}"), "--ops", "gather", *opts,
+                            str(script), *want], capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, (opts, p.stderr)
+        assert f"ARGV {want!r}" in p.stdout, (opts, p.stdout, p.stderr)
+        assert "1 ops" in p.stderr and "step0/rank0" in p.stderr, p.stderr
+    # -m: the module and everything after it are the module's
+    p = subprocess.run([sys.executable, "-c", CLI, "--dir", str(tmp_path / "m"), "-m", "json.tool", "--help"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and "usage" in p.stdout, p.stderr
+    p = subprocess.run([sys.executable, "-c", CLI, "--dir", str(tmp_path / "m2"), "-m"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0 and "-m needs a module name" in p.stderr, p.stderr
+    p = subprocess.run([sys.executable, "-c", CLI, str(script), "--dir", str(tmp_path / "d")],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "--dir" in p.stderr and "required" in p.stderr, p.stderr
+
+
+def _index_lines(rd):
+    return (Path(rd) / "index.jsonl").read_text().splitlines()
+
+
+def test_index_records_match_the_shipped_schema_and_bad_ones_are_named(tmp_path):
+    """read_index(validate=True) checks each record against
+    stridewise/schemas/dump_index_record.schema.json (jsonschema); a planted bad record is a
+    SchemaError naming index.jsonl:LINE, the JSON path of the bad field and the rule. load_tensor
+    checks the record it is given the same way."""
+    x = torch.randn(4, 6, dtype=torch.complex64)
+    with swdump.dump(tmp_path / "d", ops=["gather"]) as d:
+        torch.gather(x, 1, torch.tensor([[0, 5]]).expand(4, 2))
+        torch.gather(torch.randn(2, 2, device="meta"), 0, torch.zeros(1, 2, dtype=torch.long, device="meta"))
+    rd = d.rank_dir
+    recs = read_index(rd, kinds=None)  # validated
+    assert [r["kind"] for r in recs][:2] == ["meta", "op"] and any(r.get("skipped") for r in recs)
+    lines = _index_lines(rd)
+    at = next(i for i, r in enumerate(recs) if r["kind"] == "tensor" and not r.get("skipped"))
+    faults = [  # (the planted fault on a stored tensor record, the path named, words of the message)
+        (lambda r: r.update(shape=[4, "2"]), "$.shape[1]", "'2' is not of type 'integer'"),
+        (lambda r: r.pop("key"), "$", "'key' is a required property"),
+        (lambda r: r.update(phase="fwd"), "$.phase", "'fwd' is not one of ['forward', 'backward']"),
+        (lambda r: r.update(io="in"), "$.io", "'in' is not one of ['input', 'output']"),
+        (lambda r: r.update(pos=-1), "$.pos", "-1 is less than the minimum of 0"),
+        (lambda r: (r.pop("kind"), r.update(call=None)), "$.call", "None is not of type 'integer'"),
+    ]
+    for fault, path, words in faults:
+        bad = dict(recs[at])
+        fault(bad)
+        (Path(rd) / "index.jsonl").write_text("\n".join(lines[:at] + [json.dumps(bad)] + lines[at + 1:]) + "\n")
+        with pytest.raises(schemas.SchemaError) as e:
+            read_index(rd)
+        msg = str(e.value)
+        assert msg.startswith(f"{rd}/index.jsonl:{at + 1}: {path}: ") and words in msg, (path, msg)
+        assert "dump_index_record.schema.json" in msg, msg
+        assert len(_read_index(rd, kinds=None)) == len(recs)  # validate=False: read as before
+        with pytest.raises(schemas.SchemaError, match="load_tensor"):
+            load_tensor(rd, bad)
+    # a record that is not an object: an error with or without validate
+    (Path(rd) / "index.jsonl").write_text("\n".join(lines + ["[1, 2]"]) + "\n")
+    with pytest.raises(ValueError, match=f"index.jsonl:{len(lines) + 1}: .*not of type 'object'"):
+        read_index(rd)
+    with pytest.raises(ValueError, match=f"index.jsonl:{len(lines) + 1}: record is not a JSON object"):
+        _read_index(rd)
+    # the good records still load; an op record is not a tensor
+    assert torch.equal(load_tensor(rd, recs[at]), x)
+    with pytest.raises(ValueError, match="not a tensor record"):
+        load_tensor(rd, recs[1])
+    # a record of a future kind is allowed (readers skip it), as sw-compare does
+    (Path(rd) / "index.jsonl").write_text("\n".join(lines + ['{"kind": "note", "text": 1}']) + "\n")
+    assert len(read_index(rd, kinds=None)) == len(recs) + 1
+
+
+def test_synthetic_dumps_match_the_schema(tmp_path):
+    """The compare tests' synthetic dumps (dump._testing.SyntheticDump) write what read_index
+    accepts, so the schema is the format both writers share."""
+    import numpy as np
+    from stridewise.dump._testing import SyntheticDump
+
+    s = SyntheticDump(tmp_path, step=1, rank=2)
+    s.op("aten::gather", inputs=[np.ones((2, 3), np.float32), np.zeros((2, 1), np.int64)],
+         outputs=[np.ones((2, 1), np.float32)])
+    s.op("aten::scatter_add", outputs=[(np.zeros(4, np.uint16), "BF16")], phase="backward")
+    s.close()
+    recs = read_index(tmp_path / "step1" / "rank2", kinds=None)
+    assert [r["kind"] for r in recs].count("tensor") == 4
+
+
 def test_package_imports_without_torch():
     code = textwrap.dedent(f"""
         import sys, types
         sys.modules["torch"] = None       # any `import torch` now raises ImportError
-        stub = types.ModuleType("stridewise"); stub.__path__ = [{str(ROOT / 'python' / 'stridewise')!r}]
+        stub = types.ModuleType("stridewise"); stub.__path__ = [{str(PYDIR / 'stridewise')!r}]
         sys.modules["stridewise"] = stub
         import stridewise.dump as d
         assert callable(d) and callable(d.compare) and d.dump.compare is d.compare

@@ -16,9 +16,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from conftest import DEVICES
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT / "python") not in sys.path:
-    sys.path.insert(0, str(ROOT / "python"))
+from conftest import PYDIR, ROOT  # noqa: E402  (the installed package or python/)
 
 import stridewise.dump as swdump  # noqa: E402
 from stridewise.dump import compare  # noqa: E402

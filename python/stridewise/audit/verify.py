@@ -316,14 +316,23 @@ def verdict_suffix(checks) -> str:
 def from_json(path: str, jobs: int = 1, timeout: float = TIMEOUT, quiet: bool = False) -> int:
     """Re-run the check of a JSON report written with --verify-repros; print the section.
     Exit status: 0 every finding reproduces and passes native, 1 not, 2 no such report."""
+    from .. import schemas
+
     try:
         with open(path) as fh:
             rep = json.load(fh)
+        # the report's structure (schema stridewise-audit/1, repro_check included): the shipped
+        # JSON Schema, stridewise/schemas/audit_report.schema.json
+        schemas.validate(rep, schemas.AUDIT_REPORT, path)
+    except schemas.SchemaError as e:
+        print(f"stridewise audit: error: --verify-repros-from: not a stridewise audit report: {e}",
+              file=sys.stderr)
+        return 2
     except (OSError, ValueError) as e:
         print(f"stridewise audit: error: --verify-repros-from {path}: {type(e).__name__}: {e}",
               file=sys.stderr)
         return 2
-    recorded = rep.get("repro_check") if isinstance(rep, dict) else None
+    recorded = rep.get("repro_check")
     if recorded is None:
         print(f"stridewise audit: error: --verify-repros-from {path}: the report records no "
               "findings' scripts (key 'repro_check'): write it with --verify-repros --json",

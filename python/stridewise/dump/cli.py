@@ -30,7 +30,23 @@ def _parser():
     p.add_argument("--no-inputs", action="store_true", help="do not record op inputs")
     p.add_argument("--no-outputs", action="store_true", help="do not record op outputs")
     p.add_argument("--overwrite", action="store_true", help="replace an existing step/rank directory")
+    # what follows the options is the target's: everything after -m (the module and its args),
+    # else from the first positional on (script.py and its args); argparse stops parsing there
+    p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE [ARGS]",
+                   help="run a module as __main__ (like python3 -m), with the arguments after it")
+    p.add_argument("script", nargs=argparse.REMAINDER, metavar="script.py [ARGS]",
+                   help="the script to run, with its arguments (a leading -- is dropped)")
     return p
+
+
+def _target(args) -> list:
+    """[script.py, args...] or [-m, module, args...] from the parsed options."""
+    if args.module is not None:
+        return ["-m"] + args.module
+    target = list(args.script)
+    if target[:1] == ["--"]:  # `-- script.py` / `-- -m module` (argparse keeps the --)
+        target = target[1:]
+    return target
 
 
 def _run_target(target):
@@ -74,26 +90,11 @@ def main(argv=None) -> int:
             print(f"python3 -m stridewise.dump compare: error: {e}", file=sys.stderr)
             return 2
         return subprocess.call([exe] + argv[1:])
-    if "--" in argv:
-        cut = argv.index("--")
-        opts, target = argv[:cut], argv[cut + 1:]
-    else:  # options first, then the script
-        opts, target = [], []
-        i = 0
-        while i < len(argv):
-            if argv[i].startswith("-") and argv[i] != "-m":
-                opts.append(argv[i])
-                if "=" not in argv[i] and argv[i] not in ("--no-inputs", "--no-outputs", "--overwrite", "-h",
-                                                           "--help") and i + 1 < len(argv):
-                    opts.append(argv[i + 1])
-                    i += 1
-                i += 1
-            else:
-                target = argv[i:]
-                break
-    args = _parser().parse_args(opts)
+    p = _parser()
+    args = p.parse_args(argv)
+    target = _target(args)
     if not target:
-        _parser().error("no script given: ... -- script.py [args] or -- -m module [args]")
+        p.error("no script given: ... -- script.py [args] or -- -m module [args]")
     from ._capture import dump
     try:
         d = dump(args.dir, ops=args.ops, exclude=args.exclude, step=args.step, rank=args.rank,
