@@ -27,6 +27,22 @@ OpStats& gather_stats() {
 namespace {
 // Registers "gather" as a supported op when the library is loaded.
 [[maybe_unused]] const OpStats& kGatherRegistered = gather_stats();
+
+// out='s dtype and device checks: what ATen's structured out= wrapper (resize_out) does.
+void check_out_dtype_device(const at::Tensor& self, const at::Tensor& out) {
+  TORCH_CHECK(out.dtype() == self.dtype(), "Expected out tensor to have dtype ", self.dtype(),
+              ", but got ", out.dtype(), " instead");
+  TORCH_CHECK(out.device() == self.device(), "Expected out tensor to have device ", self.device(),
+              ", but got ", out.device(), " instead");
+}
+
+// out='s overlap checks, after the resize: what gather's meta function does.
+void check_out_overlap(const at::Tensor& self, const at::Tensor& index, const at::Tensor& out) {
+  at::assert_no_internal_overlap(out);
+  at::assert_no_overlap(out, self);
+  at::assert_no_partial_overlap(out, index);
+}
+
 }  // namespace
 
 bool gather_prepare(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out,
@@ -34,15 +50,9 @@ bool gather_prepare(const at::Tensor& self, int64_t dim, const at::Tensor& index
   const int64_t wrapped = at::maybe_wrap_dim(dim, self.dim());
 
   if (out_given) {
-    // What ATen's structured out= wrapper (resize_out) and gather's meta function do.
-    TORCH_CHECK(out.dtype() == self.dtype(), "Expected out tensor to have dtype ", self.dtype(),
-                ", but got ", out.dtype(), " instead");
-    TORCH_CHECK(out.device() == self.device(), "Expected out tensor to have device ", self.device(),
-                ", but got ", out.device(), " instead");
+    check_out_dtype_device(self, out);
     at::native::resize_output(out, index.sizes());
-    at::assert_no_internal_overlap(out);
-    at::assert_no_overlap(out, self);
-    at::assert_no_partial_overlap(out, index);
+    check_out_overlap(self, index, out);
   } else {
     out = at::empty(index.sizes(), self.options());
   }
@@ -101,16 +111,32 @@ at::Tensor cpu_gather(const at::Tensor& self, int64_t dim, const at::Tensor& ind
   return out;
 }
 
-// Meta kernels (shape inference for FakeTensor / torch.compile): ATen's meta gather applies
-// the same checks and output rule.
+// Meta kernels (shape inference for FakeTensor, torch.compile, torch.export). Contract, checked
+// by torch.library.opcheck (tests/test_custom_op.py): same checks in the same order as the real
+// kernels, and the same output sizes and strides (a new result is contiguous, like the
+// at::empty in gather_prepare). ATen's meta gather applies the same checks and output rule.
 at::Tensor meta_gather(const at::Tensor& self, int64_t dim, const at::Tensor& index,
                        bool sparse_grad) {
   return at::gather(self, dim, index, sparse_grad);
 }
 
+bool has_symbolic_shape(const at::Tensor& t) {
+  return t.unsafeGetTensorImpl()->has_symbolic_sizes_strides();
+}
+
+// Not at::gather_out: its overlap checks read concrete sizes (numel()) and throw on the symbolic
+// sizes of dynamic-shape tracing. So: the real kernel's order with the SymInt resize; the overlap
+// checks only when every size is concrete (torch's own Python meta functions for out= ops skip
+// them too); then the functional meta gather for the index dtype and shape checks.
 at::Tensor& meta_gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
                             bool sparse_grad, at::Tensor& out) {
-  return at::gather_out(out, self, dim, index, sparse_grad);
+  (void)at::maybe_wrap_dim(dim, self.dim());
+  check_out_dtype_device(self, out);
+  at::native::resize_output_symint(out, index.sym_sizes());
+  if (!has_symbolic_shape(out) && !has_symbolic_shape(self) && !has_symbolic_shape(index))
+    check_out_overlap(self, index, out);
+  (void)at::gather(self, dim, index, sparse_grad);
+  return out;
 }
 
 // Autograd for stridewise::gather uses ATen's formula (gather_backward: scatter_add, or the

@@ -1,6 +1,7 @@
 // TORCH_LIBRARY(stridewise): the op schemas, the control ops behind the Python API, and the
 // switchable aten:: overrides (heap-held torch::Library objects: destroying one removes its
 // kernels, so disable() brings ATen's native kernels back). Also the C++ API of torch.h.
+#include <ATen/core/enum_tag.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
@@ -176,11 +177,19 @@ void check_errors(bool sync) {
 
 }  // namespace stridewise
 
+// Tags (torch's custom-op conventions, checked by tests/test_custom_op.py with opcheck):
+// - pt2_compliant_tag: the op passes torch.library.opcheck (schema, fake/Meta, autograd
+//   registration, AOT dispatch), so Dynamo/export may treat it as a PT2 op.
+// - out on gather.out: its only mutable argument is a write-only output buffer that the
+//   return aliases. Without the tag, functionalization (torch.compile, export) refuses a custom
+//   op whose return has an alias annotation; with it, auto_functionalize handles the op.
 TORCH_LIBRARY(stridewise, m) {
-  m.def("gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor");
+  m.def("gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor",
+        {at::Tag::pt2_compliant_tag});
   m.def(
       "gather.out(Tensor self, int dim, Tensor index, *, bool sparse_grad=False, "
-      "Tensor(a!) out) -> Tensor(a!)");
+      "Tensor(a!) out) -> Tensor(a!)",
+      {at::Tag::out, at::Tag::pt2_compliant_tag});
   m.def("_enable(str[] include, str[] exclude) -> str[]", &stridewise::adapter::op_enable);
   m.def("_disable() -> ()", &stridewise::adapter::op_disable);
   m.def("_enabled() -> str[]", &stridewise::adapter::op_enabled);

@@ -26,17 +26,19 @@ from typing import Iterable, Iterator, List, Optional, Union
 
 import torch
 
-from . import _native
-from ._native import NativeLibraryError, build_info, library_path
+from . import _compile, _native
+from ._native import NativeLibraryError, build_info, cmake_prefix_path, library_path
 
 _native.load()
 _ops = torch.ops.stridewise
+_compile.keep_functional_ops_off_out_lowering()
 
 __version__ = build_info().get("stridewise_version", "0.0.0")
 
 __all__ = [
     "NativeLibraryError",
     "build_info",
+    "cmake_prefix_path",
     "check_errors",
     "disable",
     "enable",
@@ -73,13 +75,20 @@ def enable(include: Names = None, exclude: Names = None) -> List[str]:
     torch.scatter / Tensor.scatter_ / scatter_add / scatter_reduce, with their in-place and out=
     forms) on CPU and CUDA to stridewise. ``include`` None/empty means every supported op;
     ``exclude`` removes ops. Replaces any previous selection. Returns the ops now enabled.
-    Unknown names raise ValueError. Autograd keeps ATen's formulas."""
-    return list(_ops._enable(_names(include), _names(exclude)))
+    Unknown names raise ValueError. Autograd keeps ATen's formulas.
+
+    torch.compile: graphs Inductor compiles while an op is routed call that op's aten:: kernels
+    through the dispatcher (so stridewise runs them while routed); graphs compiled before keep
+    Inductor's own code until recompiled. See _compile.py and docs/python_api.md."""
+    now = list(_ops._enable(_names(include), _names(exclude)))
+    _compile.sync()
+    return now
 
 
 def disable() -> None:
     """Restores ATen's native kernels for every op enable() routed (idempotent)."""
     _ops._disable()
+    _compile.sync()
 
 
 def enabled() -> List[str]:

@@ -2,20 +2,25 @@
 
 The library registers the ``torch.ops.stridewise`` operators when loaded. It must have been
 built against the torch that is running: ``build_info.json`` (written by CMake next to the
-library) records that version, and a mismatch is reported before loading, because a library
-built for another torch may fail to load or, worse, load and misbehave.
+library) records that torch's version and C++ ABI, and a different major.minor or ABI is
+reported before loading, with the command that rebuilds, because a library built for another
+torch may fail to load or, worse, load and misbehave.
 """
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Optional
 
 import torch
 
-LIB_DIR = Path(__file__).resolve().parent / "_lib"
+PKG_DIR = Path(__file__).resolve().parent
+LIB_DIR = PKG_DIR / "_lib"
 LIB_NAME = "libstridewise_torch.so"
-BUILD_HINT = "run ./run.sh (or cmake --build build)"
+# For CMake: find_package(stridewise CONFIG) with CMAKE_PREFIX_PATH set to this (an installed
+# package has share/cmake/stridewise/ here; a source tree does not).
+cmake_prefix_path = str(PKG_DIR / "share" / "cmake")
 
 _loaded: Optional[Path] = None
 
@@ -40,6 +45,46 @@ def is_loaded() -> bool:
     return _loaded is not None
 
 
+def rebuild_hint(info: Optional[dict] = None) -> str:
+    """How to rebuild for the running torch: the wheel is rebuilt from its source tree, a
+    source-tree build with run.sh."""
+    info = build_info() if info is None else info
+    src = info.get("source_dir") or "<stridewise source>"
+    if info.get("wheel"):
+        return (f"rebuild it against this torch: {sys.executable} -m pip install "
+                f"--no-build-isolation --force-reinstall --no-deps {src}")
+    return f"rebuild it against this torch: ./run.sh build (in {src})"
+
+
+def mismatch(info: dict, running: str = torch.__version__,
+             running_abi: Optional[bool] = None) -> Optional[str]:
+    """Why a library described by ``info`` (build_info.json) cannot be loaded into this torch,
+    or None. C++ ABI compatibility across torch releases holds within a major.minor series
+    (local tags such as +cpu / +cu130 do not change the C++ ABI) and needs the same
+    _GLIBCXX_USE_CXX11_ABI."""
+    built = info.get("torch_version")
+    if not built:
+        return None
+    if running_abi is None:
+        running_abi = bool(torch.compiled_with_cxx11_abi())
+    want, have = _major_minor(built), _major_minor(running)
+    why = []
+    if want != have:
+        why.append(f"torch {built} (major.minor {want}), running torch {running} "
+                   f"(major.minor {have})")
+    built_abi = info.get("torch_cxx11_abi")
+    if built_abi is not None and bool(built_abi) != running_abi:
+        why.append(f"_GLIBCXX_USE_CXX11_ABI={int(bool(built_abi))}, running torch uses "
+                   f"{int(running_abi)}")
+    if not why:
+        return None
+    return "was built for " + "; and for ".join(why)
+
+
+def _major_minor(version: str) -> str:
+    return ".".join(version.split("+")[0].split(".")[:2])
+
+
 def load() -> Path:
     """Loads the library once; raises NativeLibraryError (an ImportError) saying what to do."""
     global _loaded
@@ -48,23 +93,24 @@ def load() -> Path:
     path = library_path()
     if not path.is_file():
         raise NativeLibraryError(
-            f"stridewise native library not built: {BUILD_HINT} (expected {path})")
-    built_for = build_info().get("torch_version")
-    if built_for and built_for != torch.__version__:
+            f"stridewise native library not built: run ./run.sh in the source tree, or install "
+            f"the package with pip install --no-build-isolation <source> (expected {path})")
+    info = build_info()
+    why = mismatch(info)
+    if why:
         raise NativeLibraryError(
-            f"stridewise native library was built for torch {built_for}, running torch "
-            f"{torch.__version__}: rebuild with ./run.sh ({path})")
+            f"stridewise native library {path} {why}: {rebuild_hint(info)}")
     try:
         torch.ops.load_library(str(path))
     except OSError as e:
         # torch wraps the loader's OSError ("Could not load this library: ..."); keep both.
         reason = f"{e}: {e.__cause__}" if e.__cause__ is not None else str(e)
         raise NativeLibraryError(
-            f"stridewise native library {path} failed to load: {reason}; rebuild with "
-            f"./run.sh") from e
+            f"stridewise native library {path} failed to load: {reason}; "
+            f"{rebuild_hint(info)}") from e
     if not hasattr(torch.ops.stridewise, "gather"):
         raise NativeLibraryError(
             f"stridewise native library {path} loaded but registered no stridewise ops; "
-            f"rebuild with ./run.sh")
+            f"{rebuild_hint(info)}")
     _loaded = path
     return path
