@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
 # stridewise entry point (see README.md).
-#   ./run.sh [demo args]   install what is missing, build, run `python3 -m stridewise demo`
-#   ./run.sh test          install what is missing, build, run the C++ and Python tests
-#   ./run.sh build         install what is missing, build
-# Environment: BUILD_DIR (default build), PYTHON (default python3), CI=true (-Werror, and a
+#   ./run.sh [demo args]   set up, install the package, run `stridewise demo` (from another dir)
+#   ./run.sh test          set up, install the package (with the C++ tests), then ctest, pytest
+#                          against the installed package, and the C++ consumer (examples/) built
+#                          with find_package(stridewise) against it
+#   ./run.sh build         set up and install the package
+# Setup: Debian packages (.ci/apt-packages.txt, as root), a virtual environment (.venv; with
+# --system-site-packages only when the base Python already has torch, so that torch is reused,
+# not installed twice: the GPU image's CUDA torch cannot be installed from anywhere else), the
+# pinned requirements.txt into it, then `pip install --no-build-isolation .` (scikit-build-core,
+# CMake, compiled against that torch) with a persistent build directory.
+# Environment: BUILD_DIR (default build), PYTHON (default python3: the base interpreter),
+# SW_VENV (default .venv; "none" installs into $PYTHON's environment), CI=true (-Werror, and a
 # failed install is fatal), SW_CMAKE_ARGS (extra cmake arguments, space separated).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 
 BUILD_DIR=${BUILD_DIR:-build}
 PYTHON=${PYTHON:-python3}
+SW_VENV=${SW_VENV:-.venv}
 CI=${CI:-false}
 JOBS=$(nproc 2>/dev/null || echo 2)
 
@@ -44,7 +53,7 @@ install_apt() {
 # build); so is any other installed package.
 install_python() {
   local missing
-  missing=$("$PYTHON" - requirements.txt <<'PY'
+  missing=$("$PY" - requirements.txt <<'PY'
 import re, sys
 from importlib import metadata
 for line in open(sys.argv[1]):
@@ -61,22 +70,64 @@ PY
   [[ -z $missing ]] && return 0
   note "installing Python packages: $(echo $missing)"
   # shellcheck disable=SC2086
-  "$PYTHON" -m pip install $missing || soft_fail "pip install failed"
+  "$PY" -m pip install $missing || soft_fail "pip install failed"
 }
 
-build() {
-  local args=(-S . -B "$BUILD_DIR" -DPython3_EXECUTABLE="$(command -v "$PYTHON")")
-  if [[ ! -f $BUILD_DIR/CMakeCache.txt ]] && command -v ninja >/dev/null; then
-    args+=(-G Ninja)
+# The environment the package is installed into: $PY after this.
+setup_venv() {
+  if [[ $SW_VENV == none ]]; then
+    PY=$(command -v "$PYTHON")
+    return 0
   fi
-  [[ $CI == true ]] && args+=(-DSW_WERROR=ON)
-  # shellcheck disable=SC2206
-  [[ -n ${SW_CMAKE_ARGS:-} ]] && args+=(${SW_CMAKE_ARGS})
-  cmake "${args[@]}"
-  cmake --build "$BUILD_DIR" -j "$JOBS"
+  if [[ ! -x $SW_VENV/bin/python ]]; then
+    local flags=()
+    if "$PYTHON" -c "import torch" >/dev/null 2>&1; then
+      flags+=(--system-site-packages)
+      note "creating $SW_VENV with --system-site-packages (reuses $PYTHON's torch)"
+    else
+      note "creating $SW_VENV"
+    fi
+    "$PYTHON" -m venv "${flags[@]}" "$SW_VENV"
+    link_base_site "$SW_VENV"
+  fi
+  PY=$(cd "$SW_VENV" && pwd)/bin/python
 }
 
-export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
+# When $PYTHON is itself a virtual environment (the GPU image's is), --system-site-packages
+# exposes the interpreter's base installation, not that environment: a .pth file adds its
+# site-packages after the new environment's own, so its torch is reused, never shadowing ours.
+link_base_site() {
+  local venv=$1
+  "$venv/bin/python" -c "import torch" >/dev/null 2>&1 && return 0
+  "$PYTHON" -c "import torch" >/dev/null 2>&1 || return 0
+  local site
+  site=$("$venv/bin/python" -c "import sysconfig; print(sysconfig.get_path('purelib'))")
+  "$PYTHON" -c "import site; print('\n'.join(site.getsitepackages()))" >"$site/_sw_base_site.pth"
+  note "$PYTHON is a virtual environment: its site-packages added to $venv ($site/_sw_base_site.pth)"
+}
+
+# Builds and installs the package into $PY's environment; the build directory is kept, so a
+# second install recompiles only what changed. Tests are compiled for ./run.sh test.
+install_package() {
+  local tests=$1 t0=$SECONDS
+  SW_BUILD_TESTS=$tests SW_WERROR=$([[ $CI == true ]] && echo ON || echo OFF) \
+    CMAKE_ARGS="${SW_CMAKE_ARGS:-}" CMAKE_BUILD_PARALLEL_LEVEL=$JOBS \
+    "$PY" -m pip install --no-build-isolation --no-deps --force-reinstall \
+    -C build-dir="$BUILD_DIR" -C build.verbose=false .
+  note "installed stridewise into $("$PY" -c 'import sys; print(sys.prefix)') in $((SECONDS - t0)) s"
+}
+
+# The C++ consumer: examples/ as its own CMake project, find_package(stridewise) against the
+# installed package, built and run.
+consumer() {
+  local prefix gen=()
+  prefix=$("$PY" -c "import stridewise; print(stridewise.cmake_prefix_path)")
+  [[ ! -f $BUILD_DIR/examples/CMakeCache.txt ]] && command -v ninja >/dev/null && gen=(-G Ninja)
+  cmake -S examples -B "$BUILD_DIR/examples" "${gen[@]}" -DCMAKE_PREFIX_PATH="$prefix" \
+    -DPython3_EXECUTABLE="$PY"
+  cmake --build "$BUILD_DIR/examples" -j "$JOBS"
+  "$BUILD_DIR/examples/cpp_gather"
+}
 
 mode=${1:-demo}
 case $mode in
@@ -87,16 +138,20 @@ case $mode in
 esac
 
 install_apt
+setup_venv
 install_python
-build
+install_package "$([[ $mode == test ]] && echo ON || echo OFF)"
+SW_BIN=$(dirname "$PY")
 
 case $mode in
   build) ;;
-  demo) "$PYTHON" -m stridewise demo "$@" ;;
-  test)  # both suites run; either failing fails the command
+  demo)  # from another directory: the installed package, not the source tree
+    (cd "${TMPDIR:-/tmp}" && "$SW_BIN/stridewise" demo "$@") ;;
+  test)  # every suite runs; any failing fails the command
     status=0
     ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" || status=1
-    "$PYTHON" -m pytest -q tests "$@" || status=1
+    STRIDEWISE_TEST_INSTALLED=1 PATH="$SW_BIN:$PATH" "$PY" -m pytest -q tests "$@" || status=1
+    consumer || { note "C++ consumer (examples/) FAILED"; status=1; }
     ((status == 0)) || note "tests FAILED (see above)"
     exit "$status"
     ;;

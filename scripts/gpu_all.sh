@@ -9,6 +9,9 @@
 #   scripts/gpu_all.sh [phase ...]    (no phase = all, in the order below)
 #   phases: toolchain build bench benchscatter ctest demo diag pytest sanitize racecheck audit
 #           altbuild triage
+#           install pytestinstalled benchinstalled (pip-build a wheel against the image's torch,
+#           install it into a venv, run the C++ consumer; tests against the installed package:
+#           PYTEST_INSTALLED_ARGS; the gather benchmark and its plot on the installed package)
 #           wheels auditfg auditfgall pytestaudit (install the carried .whl/ wheels; audit
 #           flag_gems, its variants only / every case with --run-native: FG_BACKEND, FG_JOBS,
 #           FG_ARGS, FG_LIMIT; the audit's test files' CUDA cases)
@@ -50,7 +53,7 @@ stop=""
 note() { echo "$*" | tee -a "$SUMMARY"; }
 pack() {  # logs + summary to $OUT after every phase: a call cut off still returns them
   cp -f "$SUMMARY" "$OUT"/ 2>/dev/null
-  cp -f "$LOG"/bench_gather.md "$LOG"/bench_scatter.md "$LOG"/ncu_gather.md "$LOG"/audit_fg.txt \
+  cp -f "$LOG"/bench_gather.png "$LOG"/bench_gather.md "$LOG"/bench_scatter.md "$LOG"/ncu_gather.md "$LOG"/audit_fg.txt \
     "$LOG"/audit_fg.json "$LOG"/audit_fg_all.txt "$OUT"/ 2>/dev/null
   # repro folders stay out (thousands of scripts); auditfg packs its findings' own
   tar -czf "$OUT/logs.tar.gz" --exclude='logs/repro*' -C "$ROOT/build-gpu" logs 2>/dev/null
@@ -256,9 +259,55 @@ phase_pytest() {  # the whole suite; the audit files in 4 processes (each audit 
   return $rc
 }
 
+phase_install() {  # as a user installs it: a wheel built by pip (scikit-build-core) against the
+  # image's CUDA torch, installed into a venv that reuses that torch (--system-site-packages:
+  # nothing can be installed here); then `stridewise info` from another directory, and the C++
+  # consumer (examples/) built with find_package(stridewise) against the installed package
+  local venv=$ROOT/build-gpu-venv whl=$ROOT/build-gpu-wheel/dist t0
+  rm -rf "$venv" "$whl"
+  # The image's python3 is itself a venv: a nested --system-site-packages venv would see the
+  # base interpreter's packages, not its torch; a .pth adds them (as run.sh does). --without-pip:
+  # pip comes from the image's site-packages through that .pth.
+  "$PY" -m venv --without-pip --system-site-packages "$venv" || return 1
+  "$PY" -c "import site; print('\n'.join(site.getsitepackages()))" \
+    >"$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/_sw_base_site.pth"
+  env -u PYTHONPATH "$venv/bin/python" -c 'import torch, sys; print("venv", sys.prefix, "torch", torch.__version__)' || return 1
+  # What the image lacks, carried as wheels in .whl/ (README: jsonschema and its dependencies)
+  env -u PYTHONPATH "$venv/bin/python" -m pip install --no-index --find-links "$ROOT/.whl" \
+    jsonschema==4.26.0 || return 1
+  local cm="-DCMAKE_CUDA_FLAGS=--split-compile=0"
+  [ -x /usr/bin/g++ ] && cm+=" -DCMAKE_CXX_COMPILER=/usr/bin/g++ -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++"
+  t0=$(date +%s)
+  env -u PYTHONPATH CMAKE_ARGS="$cm" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) "$venv/bin/python" -m pip \
+    wheel --no-build-isolation --no-deps -C build-dir="$ROOT/build-gpu-wheel" -w "$whl" . || return 1
+  echo "wheel built in $(($(date +%s) - t0)) s: $(ls -l "$whl"/*.whl)"
+  t0=$(date +%s)
+  env -u PYTHONPATH "$venv/bin/python" -m pip install --no-deps "$whl"/*.whl || return 1
+  echo "wheel installed in $(($(date +%s) - t0)) s"
+  (cd /tmp && env -u PYTHONPATH "$venv/bin/stridewise" info) || return 1
+  local prefix
+  prefix=$(cd /tmp && env -u PYTHONPATH "$venv/bin/python" -c 'import stridewise; print(stridewise.cmake_prefix_path)')
+  cmake -S examples -B build-gpu-wheel/examples -G Ninja -DCMAKE_PREFIX_PATH="$prefix" \
+    -DPython3_EXECUTABLE="$venv/bin/python" -DCMAKE_CXX_COMPILER=/usr/bin/g++ || return 1
+  cmake --build build-gpu-wheel/examples || return 1
+  build-gpu-wheel/examples/cpp_gather
+}
+
+phase_pytestinstalled() {  # tests against the installed package (phase install), CUDA included
+  cd /tmp && env -u PYTHONPATH STRIDEWISE_TEST_INSTALLED=1 PATH="$ROOT/build-gpu-venv/bin:$PATH" \
+    "$ROOT/build-gpu-venv/bin/python" -m pytest -q -rfEs -p no:cacheprovider --timeout=600 \
+    --durations=10 --rootdir "$ROOT" ${PYTEST_INSTALLED_ARGS:-$ROOT/tests/test_custom_op.py \
+    $ROOT/tests/test_packaging.py}
+}
+
+phase_benchinstalled() {  # the gather benchmark on the installed package; writes its plot
+  cd /tmp && env -u PYTHONPATH OUT="$LOG" "$ROOT/build-gpu-venv/bin/python" \
+    "$ROOT/bench/bench_gather.py" ${BENCH_ARGS:-}
+}
+
 # The phases run under `timeout` in a child bash, which sees them (and their settings) exported.
 export ROOT PY LOG CUDA_TESTS PYTEST_ARGS=${PYTEST_ARGS:-}
-export -f phase_wheels phase_auditfg phase_auditfgall phase_pytestaudit phase_toolchain phase_build phase_buildlib phase_altbuild phase_sanitize phase_racecheck phase_audit phase_ncuscatter phase_pytest \
+export -f phase_install phase_pytestinstalled phase_benchinstalled phase_wheels phase_auditfg phase_auditfgall phase_pytestaudit phase_toolchain phase_build phase_buildlib phase_altbuild phase_sanitize phase_racecheck phase_audit phase_ncuscatter phase_pytest \
   phase_hostbench phase_benchvar phase_benchscattervar phase_ncu
 
 note "date: $(date -u +%FT%TZ)"
@@ -300,6 +349,9 @@ for phase in $PHASES; do
       rm -f python/stridewise/_lib/libstridewise_torch.so
       run_phase altbuild 600 bash -c phase_altbuild ;;
     triage) run_phase triage 300 "$PY" scripts/triage_aten_cuda.py ;;
+    install) run_phase install 900 bash -c phase_install || stop="install failed" ;;
+    pytestinstalled) run_phase pytestinst 900 bash -c phase_pytestinstalled ;;
+    benchinstalled) run_phase benchinst 400 bash -c phase_benchinstalled ;;
     hostbench) run_phase hostbench 180 bash -c phase_hostbench ;;
     benchvar) run_phase benchvar 400 bash -c phase_benchvar ;;
     benchscattervar) run_phase benchscattervar 1200 bash -c phase_benchscattervar ;;

@@ -18,9 +18,26 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-PYDIR = ROOT / "python"
-if str(PYDIR) not in sys.path:
-    sys.path.insert(0, str(PYDIR))
+# STRIDEWISE_TEST_INSTALLED=1 (./run.sh test): the suite runs against the installed package,
+# and the source tree's python/ must not be importable; PYDIR is then the directory that holds
+# the installed package (tests put it on child processes' PYTHONPATH). Otherwise the source
+# tree's python/ (PYTHONPATH=python, with a source-tree build).
+INSTALLED = os.environ.get("STRIDEWISE_TEST_INSTALLED") == "1"
+if INSTALLED:
+    import importlib.util
+
+    _spec = importlib.util.find_spec("stridewise")
+    if _spec is None or not _spec.submodule_search_locations:
+        raise RuntimeError("STRIDEWISE_TEST_INSTALLED=1 but stridewise is not installed in "
+                           f"{sys.executable}'s environment (./run.sh build installs it)")
+    PYDIR = Path(list(_spec.submodule_search_locations)[0]).resolve().parent
+    if PYDIR == ROOT / "python":
+        raise RuntimeError(f"STRIDEWISE_TEST_INSTALLED=1 but stridewise comes from the source "
+                           f"tree ({PYDIR}): unset PYTHONPATH")
+else:
+    PYDIR = ROOT / "python"
+    if str(PYDIR) not in sys.path:
+        sys.path.insert(0, str(PYDIR))
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -66,6 +83,8 @@ def pytest_configure(config):
 
 def pytest_report_header(config):
     return [
+        f"stridewise: {'INSTALLED package' if INSTALLED else 'source tree'} at "
+        f"{PYDIR / 'stridewise'}",
         f"stridewise: STRIDEWISE_SEED={BASE_SEED} torch={torch.__version__} "
         f"cuda={'yes (' + torch.cuda.get_device_name(0) + ')' if HAVE_CUDA else 'no'} "
         f"lib={'present' if LIB_PATH.exists() else 'MISSING'}"

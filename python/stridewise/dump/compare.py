@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+import sysconfig
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _REPO = os.path.normpath(os.path.join(_HERE, "..", "..", ".."))
@@ -16,22 +17,29 @@ class CompareError(RuntimeError):
 
 
 def find_compare_binary() -> str:
-    """Path of sw-compare: $STRIDEWISE_COMPARE, then build/tools/compare/sw-compare of this
-    checkout, then ``sw-compare`` on PATH."""
+    """Path of sw-compare: $STRIDEWISE_COMPARE; then the one the package's wheel put in this
+    environment's scripts directory (found even when that directory is not on PATH), after
+    build/tools/compare/sw-compare when this package is a source tree; then ``sw-compare`` on
+    PATH."""
     env = os.environ.get("STRIDEWISE_COMPARE")
     if env:
         if os.path.isfile(env) and os.access(env, os.X_OK):
             return env
         raise CompareError(f"STRIDEWISE_COMPARE={env}: not an executable file")
     tried = []
-    for cand in (os.path.join(_REPO, "build", "tools", "compare", "sw-compare"),):
+    installed = os.path.join(sysconfig.get_path("scripts"), "sw-compare")
+    in_tree = os.path.join(_REPO, "build", "tools", "compare", "sw-compare")
+    # A source-tree package prefers its own build over an older install in the same Python.
+    source_tree = os.path.isfile(os.path.join(_REPO, "tools", "compare", "CMakeLists.txt"))
+    for cand in ((in_tree, installed) if source_tree else (installed,)):
         tried.append(cand)
         if os.path.isfile(cand) and os.access(cand, os.X_OK):
             return cand
     on_path = shutil.which("sw-compare")
     if on_path:
         return on_path
-    raise CompareError("sw-compare not found: set STRIDEWISE_COMPARE, or build it "
+    raise CompareError("sw-compare not found: set STRIDEWISE_COMPARE, install the package "
+                       "(pip install --no-build-isolation .), or build it "
                        "(cmake -S . -B build -G Ninja && cmake --build build --target sw-compare); tried "
                        + ", ".join(tried) + " and PATH")
 
