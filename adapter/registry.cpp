@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "common.h"
@@ -183,13 +184,30 @@ void check_errors(bool sync) {
 // - out on gather.out: its only mutable argument is a write-only output buffer that the
 //   return aliases. Without the tag, functionalization (torch.compile, export) refuses a custom
 //   op whose return has an alias annotation; with it, auto_functionalize handles the op.
+namespace {
+// at::Tag::out is newer than torch 2.11 (the GPU image's): the tag is added where it exists.
+template <typename T, typename = void>
+struct HasOutTag : std::false_type {};
+template <typename T>
+struct HasOutTag<T, std::void_t<decltype(T::out)>> : std::true_type {};
+
+template <typename T = at::Tag>
+std::vector<T> out_op_tags() {
+  if constexpr (HasOutTag<T>::value) {
+    return {T::out, T::pt2_compliant_tag};
+  } else {
+    return {};  // not PT2-compliant there: functionalization refuses an aliased custom return
+  }
+}
+}  // namespace
+
 TORCH_LIBRARY(stridewise, m) {
   m.def("gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor",
         {at::Tag::pt2_compliant_tag});
   m.def(
       "gather.out(Tensor self, int dim, Tensor index, *, bool sparse_grad=False, "
       "Tensor(a!) out) -> Tensor(a!)",
-      {at::Tag::out, at::Tag::pt2_compliant_tag});
+      out_op_tags(), torch::_RegisterOrVerify::REGISTER);  // 3 args: not def(schema, function)
   m.def("_enable(str[] include, str[] exclude) -> str[]", &stridewise::adapter::op_enable);
   m.def("_disable() -> ()", &stridewise::adapter::op_disable);
   m.def("_enabled() -> str[]", &stridewise::adapter::op_enabled);

@@ -31,6 +31,10 @@ if(NOT _sw_torch_rc EQUAL 0 AND DEFINED ENV{PYTHONPATH})
   execute_process(COMMAND "${SW_TORCH_PYTHON}" -I -c "${_sw_torch_probe}"
                   OUTPUT_VARIABLE _sw_torch_out RESULT_VARIABLE _sw_torch_rc
                   ERROR_VARIABLE _sw_torch_err OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(_sw_torch_rc EQUAL 0)
+    message(STATUS "stridewise: torch not importable with this PYTHONPATH (an isolated build "
+                   "environment); found with ${SW_TORCH_PYTHON} -I")
+  endif()
 endif()
 
 set(SW_TORCH_FOUND OFF)

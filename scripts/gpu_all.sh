@@ -294,7 +294,7 @@ phase_install() {  # as a user installs it: a wheel built by pip (scikit-build-c
 }
 
 phase_pytestinstalled() {  # tests against the installed package (phase install), CUDA included
-  cd /tmp && env -u PYTHONPATH STRIDEWISE_TEST_INSTALLED=1 PATH="$ROOT/build-gpu-venv/bin:$PATH" \
+  cd /tmp && env -u PYTHONPATH -u STRIDEWISE_COMPARE STRIDEWISE_TEST_INSTALLED=1 PATH="$ROOT/build-gpu-venv/bin:$PATH" \
     "$ROOT/build-gpu-venv/bin/python" -m pytest -q -rfEs -p no:cacheprovider --timeout=600 \
     --durations=10 --rootdir "$ROOT" ${PYTEST_INSTALLED_ARGS:-$ROOT/tests/test_custom_op.py \
     $ROOT/tests/test_packaging.py}

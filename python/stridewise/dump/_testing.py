@@ -29,7 +29,9 @@ def compare_binary(build_if_missing=True) -> str:
     try:
         return find_compare_binary()
     except CompareError:
-        if not build_if_missing or not shutil.which("cmake"):
+        # An installed package has no tools/compare to build: its wheel ships sw-compare.
+        if (not build_if_missing or not shutil.which("cmake")
+                or not os.path.isfile(os.path.join(REPO, "tools", "compare", "CMakeLists.txt"))):
             raise
     bdir = os.path.join(REPO, "build", "compare-standalone")
     exe = os.path.join(bdir, "sw-compare")
