@@ -97,7 +97,7 @@ def sw():
     cannot be imported: a suite that silently skips would hide a broken build)."""
     mod = _SW_IMPORT
     if isinstance(mod, Exception):
-        pytest.fail(f"import stridewise failed: {type(mod).__name__}: {mod} (build with ./run.sh build; "
+        pytest.fail(f"import stridewise failed: {type(mod).__name__}: {mod} (./run.sh build installs it; "
                     f"expected {LIB_PATH})")
     if not hasattr(torch.ops.stridewise, "gather"):
         pytest.fail("torch.ops.stridewise.gather is not registered after import stridewise")

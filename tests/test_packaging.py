@@ -104,7 +104,8 @@ def test_mismatch_names_major_minor_and_abi(sw):
     assert flipped and f"_GLIBCXX_USE_CXX11_ABI={int(abi)}" in flipped
     hint = _native.rebuild_hint({"wheel": True, "source_dir": "/src/sw"})
     assert "pip install --no-build-isolation --force-reinstall --no-deps /src/sw" in hint
-    assert "./run.sh build" in _native.rebuild_hint({"wheel": False, "source_dir": "/src/sw"})
+    tree = _native.rebuild_hint({"wheel": False, "source_dir": "/src/sw"})
+    assert f"cmake -S /src/sw -B <build dir> -DPython3_EXECUTABLE={sys.executable}" in tree
 
 
 def test_import_refuses_a_library_built_for_another_torch(sw, tmp_path):

@@ -46,14 +46,15 @@ def is_loaded() -> bool:
 
 
 def rebuild_hint(info: Optional[dict] = None) -> str:
-    """How to rebuild for the running torch: the wheel is rebuilt from its source tree, a
-    source-tree build with run.sh."""
+    """How to rebuild for the running torch: an installed package is re-installed from its
+    source tree; a source-tree build (PYTHONPATH=python) is rebuilt by CMake."""
     info = build_info() if info is None else info
     src = info.get("source_dir") or "<stridewise source>"
     if info.get("wheel"):
         return (f"rebuild it against this torch: {sys.executable} -m pip install "
                 f"--no-build-isolation --force-reinstall --no-deps {src}")
-    return f"rebuild it against this torch: ./run.sh build (in {src})"
+    return (f"rebuild it against this torch: cmake -S {src} -B <build dir> "
+            f"-DPython3_EXECUTABLE={sys.executable} && cmake --build <build dir>")
 
 
 def mismatch(info: dict, running: str = torch.__version__,
