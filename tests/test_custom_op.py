@@ -29,7 +29,6 @@ from stridewise.testing import specs
 # torch gather.out is not PT2-compliant (adapter/registry.cpp tags it only where the tag exists)
 # and neither opcheck's AOT-dispatch check nor torch.compile can take it.
 HAS_OUT_TAG = hasattr(torch.Tag, "out")
-NO_OUT_TAG = "torch.Tag.out missing: this torch cannot functionalize a custom out= op"
 
 # Control ops take and return no tensor: opcheck's checks (schema aliasing, fake tensors,
 # autograd registration, AOT dispatch) are about tensor data flow, and these ops change
@@ -132,7 +131,7 @@ def _opcheck_failures(op, samples):
     for sid, args, kwargs in samples:
         try:
             if "out" in op._schema.overload_name and not HAS_OUT_TAG:
-                torch.library.opcheck(op, args, kwargs, test_utils=utils)  # NO_OUT_TAG
+                torch.library.opcheck(op, args, kwargs, test_utils=utils)  # see HAS_OUT_TAG
             else:
                 torch.library.opcheck(op, args, kwargs)
         except Exception as e:  # noqa: BLE001 - OpCheckError names the failing check
@@ -389,7 +388,7 @@ def test_compile_direct_op(sw, inductor, device, seed):
     non-contiguous `out=` tensor"); opcheck covers non-contiguous out= below Dynamo."""
     torch._dynamo.reset()
     x, i, j = _compile_inputs(seed, device)
-    if not HAS_OUT_TAG:  # the functional op alone (NO_OUT_TAG)
+    if not HAS_OUT_TAG:  # the functional op alone (see HAS_OUT_TAG)
         want = torch.ops.stridewise.gather(x, 1, i)
         f = torch.compile(lambda x, i: torch.ops.stridewise.gather(x, 1, i), fullgraph=True)
         got = _assert_ours(sw, lambda: f(x, i), 1, "compiled stridewise.gather")

@@ -9,10 +9,8 @@ import subprocess
 import numpy as np
 
 from ._writer import IndexWriter, ShardWriter
-from .compare import CompareError, find_compare_binary
+from .compare import CompareError, find_compare_binary, source_tree
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.normpath(os.path.join(_HERE, "..", "..", ".."))
 
 _NP_CODES = {np.dtype("float64"): "F64", np.dtype("float32"): "F32", np.dtype("float16"): "F16",
              np.dtype("int64"): "I64", np.dtype("int32"): "I32", np.dtype("int16"): "I16", np.dtype("int8"): "I8",
@@ -30,14 +28,14 @@ def compare_binary(build_if_missing=True) -> str:
         return find_compare_binary()
     except CompareError:
         # An installed package has no tools/compare to build: its wheel ships sw-compare.
-        if (not build_if_missing or not shutil.which("cmake")
-                or not os.path.isfile(os.path.join(REPO, "tools", "compare", "CMakeLists.txt"))):
+        repo = source_tree()
+        if not build_if_missing or not shutil.which("cmake") or repo is None:
             raise
-    bdir = os.path.join(REPO, "build", "compare-standalone")
+    bdir = os.path.join(repo, "build", "compare-standalone")
     exe = os.path.join(bdir, "sw-compare")
     if not os.access(exe, os.X_OK):
         gen = ["-G", "Ninja"] if shutil.which("ninja") and not os.path.exists(os.path.join(bdir, "CMakeCache.txt")) else []
-        cfg = subprocess.run(["cmake", "-S", os.path.join(REPO, "tools", "compare"), "-B", bdir, *gen,
+        cfg = subprocess.run(["cmake", "-S", os.path.join(repo, "tools", "compare"), "-B", bdir, *gen,
                               "-DSW_BUILD_TESTS=OFF"], capture_output=True, text=True)
         if cfg.returncode == 0:
             cfg = subprocess.run(["cmake", "--build", bdir, "--target", "sw-compare"], capture_output=True, text=True)

@@ -12,6 +12,12 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _REPO = os.path.normpath(os.path.join(_HERE, "..", "..", ".."))
 
 
+def source_tree() -> "str | None":
+    """The checkout this package lives in when it is a source tree (python/stridewise with
+    tools/compare beside it), else None (an installed package)."""
+    return _REPO if os.path.isfile(os.path.join(_REPO, "tools", "compare", "CMakeLists.txt")) else None
+
+
 class CompareError(RuntimeError):
     """sw-compare could not run or exited with status 2 (usage or I/O error)."""
 
@@ -30,8 +36,7 @@ def find_compare_binary() -> str:
     installed = os.path.join(sysconfig.get_path("scripts"), "sw-compare")
     in_tree = os.path.join(_REPO, "build", "tools", "compare", "sw-compare")
     # A source-tree package prefers its own build over an older install in the same Python.
-    source_tree = os.path.isfile(os.path.join(_REPO, "tools", "compare", "CMakeLists.txt"))
-    for cand in ((in_tree, installed) if source_tree else (installed,)):
+    for cand in ((in_tree, installed) if source_tree() else (installed,)):
         tried.append(cand)
         if os.path.isfile(cand) and os.access(cand, os.X_OK):
             return cand
