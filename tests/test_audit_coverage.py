@@ -171,6 +171,18 @@ def test_without_a_backend_nothing_changes(tmp_path, capsys):
     assert rep["summary"]["pass"] > 0 and "\nCoverage (" not in text and "native" not in header(text)
 
 
+def override_impl(lib, name, fn, key):
+    """lib.impl over a kernel registered from Python, on every torch the suite claims: torch
+    2.11's Library.impl refuses it unless asked (allow_override=False by default there; "This is
+    not allowed since there's already a kernel registered from python overriding g's behavior
+    ..."), 2.13's allows it by default. Passing allow_override=True asks for exactly what the
+    test means on both."""
+    import inspect
+
+    kw = {"allow_override": True} if "allow_override" in inspect.signature(lib.impl).parameters else {}
+    lib.impl(name, fn, key, **kw)
+
+
 def test_snapshot_and_diff_follow_the_dispatcher():
     """A private namespace (never aten: the oracle runs in this process): g has a CPU kernel,
     c is CompositeImplicitAutograd over g, h has a CPU kernel. Overriding g's CPU kernel makes
@@ -198,7 +210,8 @@ def test_snapshot_and_diff_follow_the_dispatcher():
         lib2 = torch.library.Library(ns, "IMPL")
         with warnings.catch_warnings():  # "Overriding a previously registered kernel"
             warnings.simplefilter("ignore")
-            lib2.impl("g", lambda x: x + 2, "CPU")
+            override_impl(lib2, "g", lambda x: x + 2, "CPU")
+        assert getattr(torch.ops, ns).g(torch.zeros(1)).item() == 2.0, "the override did not take"
         after = coverage.snapshot(qs, "cpu")
         d = coverage.diff(before, after, {f"{ns}::c": into})
         assert [d[q]["ran_by"] for q in qs] == ["backend", "composite", "native"], d
@@ -244,3 +257,63 @@ assert all(v["ran_by"] == "native" for v in cov["ops"]["gather"].values()), cov[
     assert r.returncode == 0, r.stderr[-1500:]
     took, dynamo = r.stdout.split()
     assert dynamo == "False" and float(took) < 1.0, r.stdout  # (10 ms here; dynamo: 1-4 s)
+
+
+OVERRIDE = ROOT / "tests" / "override_backend"
+
+
+def _python_override_refused() -> bool:
+    """Does this torch's Library.impl refuse to replace a kernel registered from Python, when
+    asked plainly (no allow_override)? Probed on a private op, not read off a version number."""
+    ns = f"swovr{SEED}"
+    lib = torch.library.Library(ns, "DEF")
+    lib2 = torch.library.Library(ns, "IMPL")
+    try:
+        lib.define("p(Tensor x) -> Tensor")
+        lib.impl("p", lambda x: x, "CPU")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                lib2.impl("p", lambda x: x + 1, "CPU")
+            except RuntimeError as e:
+                assert "already a kernel registered from python" in str(e), e
+                return True
+        return False
+    finally:
+        lib2._destroy()
+        lib._destroy()
+
+
+def test_a_backend_overriding_a_python_registered_kernel(tmp_path, capsys):
+    """override_backend's enable() replaces a Python-registered aten::gather CPU kernel (put there
+    by --import override_backend.base, before the dispatcher snapshot) with a plain
+    Library.impl. Where torch allows that (2.13), coverage attributes gather to the backend and
+    its cases pass as the backend's; where torch refuses (2.11), the audit stops (exit 2) with an
+    error naming the backend, the overload, the dispatch key and torch's own reason, and writes
+    no report (no case passes as native)."""
+    args = ["--ops", "gather", "--variants", "func", "--matrix", "quick", "--ranks", "1,3",
+            "--import", "override_backend.base", "--backend", f"{OVERRIDE}:enable"]
+    if not _python_override_refused():
+        rc, rep, text = audit(tmp_path, capsys, *args)
+        assert rc == 0 and rep["summary"]["failed"] == 0, ctx(rep)
+        assert rep["coverage"]["gather"] == {"func": {"ran_by": "backend", "overloads": ["aten::gather"]}}, \
+            ctx(rep)
+        c = rep["ops"]["gather"]["counts"]
+        assert c["pass"] > 50 and c["native"] == 0, ctx(rep)
+        assert "func: backend (aten::gather)" in text, text
+        return
+    capsys.readouterr()
+    rc = cli.main([*args, "--json", str(tmp_path / "r.json"), "--no-repros", "--no-progress",
+                   "--seed", str(SEED), "--jobs", "2"])
+    err = capsys.readouterr().err
+    first = err.splitlines()[0] if err else ""
+    assert rc == 2 and not (tmp_path / "r.json").exists(), (rc, err[-2000:])
+    for part in ("stridewise audit: error: worker set-up failed: BackendError: ",
+                 f"--backend '{OVERRIDE}:enable': override_backend.enable() could not register its "
+                 f"kernel: torch {torch.__version__} refuses to override aten::gather for the CPU "
+                 "dispatch key, which already has a kernel registered from Python (the kernel there: "
+                 "registered at ", "base.py",
+                 "torch says: RuntimeError: This is not allowed since there's already a kernel "
+                 "registered from python overriding gather's behavior for CPU dispatch key and aten "
+                 "namespace.", "allow_override=False by default"):
+        assert part in first, (part, first)

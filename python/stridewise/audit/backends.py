@@ -131,13 +131,54 @@ def enable(spec: dict) -> dict:
     try:
         ret = fn()
     except Exception as e:  # noqa: BLE001
-        raise BackendError(f"--backend {spec['text']!r}: {spec['module']}.{spec['call']}"
-                           f"({', '.join([*map(repr, spec['args'])] + [f'{k}={v!r}' for k, v in spec.get('kwargs', {}).items()])})"
-                           f" raised {type(e).__name__}: {e}") from e
+        call = (f"{spec['module']}.{spec['call']}"
+                f"({', '.join([*map(repr, spec['args'])] + [f'{k}={v!r}' for k, v in spec.get('kwargs', {}).items()])})")
+        refused = override_refused(e)
+        if refused:  # the op and torch's reason named up front: the backend never ran anything
+            raise BackendError(f"--backend {spec['text']!r}: {call} could not register its kernel: "
+                               f"{refused}") from e
+        raise BackendError(f"--backend {spec['text']!r}: {call} raised {type(e).__name__}: {e}") from e
     return {"module": spec["module"], "file": getattr(mod, "__file__", None),
             "call": spec["call"], "args": spec["args"], "kwargs": spec.get("kwargs", {}),
             "returned": repr(ret)[:300],
             "version": str(getattr(mod, "__version__", ""))}
+
+
+# torch.library.Library.impl's refusal to replace a kernel that was registered from Python
+# (torch/library.py; raised before anything is registered): the default of its allow_override
+# argument is False on torch 2.8-2.12 (2.11 on the H200) and True from 2.13 on.
+_OVERRIDE_REFUSED = re.compile(r"already a kernel registered from python overriding (?P<op>[\w.]+)'s "
+                               r"behavior for (?P<key>\w+) dispatch key and (?P<ns>\w+) namespace")
+
+
+def override_refused(e: BaseException) -> str:
+    """When ``e`` is torch's refusal to override a Python-registered kernel: a sentence naming
+    the overload, the dispatch key, what registered the kernel already there (the dispatch
+    table's entry), torch's own message and this torch's allow_override default; else ''."""
+    m = _OVERRIDE_REFUSED.search(str(e))
+    if not m:
+        return ""
+    import inspect
+
+    import torch
+
+    q, key = f"{m.group('ns')}::{m.group('op')}", m.group("key")
+    there = ""
+    try:
+        for line in torch._C._dispatch_dump_table(q).splitlines():
+            if line.startswith(f"{key}: "):
+                there = f" (the kernel there: {line[len(key) + 2:].strip()})"
+    except Exception:  # noqa: BLE001 - an overload name torch cannot look up: say less
+        pass
+    try:
+        default = inspect.signature(torch.library.Library.impl).parameters["allow_override"].default
+        how = (f"this torch's Library.impl has allow_override={default!r} by default; the backend "
+               "can pass allow_override=True")
+    except (KeyError, ValueError, TypeError):
+        how = "this torch's Library.impl has no allow_override argument"
+    return (f"torch {torch.__version__} refuses to override {q} for the {key} dispatch key, which "
+            f"already has a kernel registered from Python{there}. torch says: "
+            f"{type(e).__name__}: {str(e).strip()} ({how})")
 
 
 def flush_of(spec: dict):
