@@ -263,6 +263,7 @@ def _audit(args, argv) -> int:
             "jobs": cfg.jobs, "limit": args.limit or None, "started": started, "argv": argv, "json": args.json,
             "backend_info": runner.backend_info, "device_name": runner.device_name,
             "coverage": runner.coverage,  # with --backend: who runs each overload (coverage.py)
+            "sanitizer": _sanitizer_tool(),  # compute-sanitizer's tool, when run under it
             "timing": runner.timing,  # where the time went (timing.py)
             "tolerance": {"factor": tol.factor, "atol": tol.atol, "exact_accum": tol.exact_accum,
                           "strict_errors": tol.strict_errors, "rule": tol.describe()}}
@@ -307,6 +308,12 @@ def _audit(args, argv) -> int:
         with open(args.json, "w") as fh:
             json.dump(doc, fh, indent=1, default=str)
     return 1 if info["counts"]["failed"] or bad else 0
+
+
+def _sanitizer_tool():
+    from ..testing.sanitizer import sanitizer
+
+    return sanitizer()
 
 
 def _print_cases(results):

@@ -82,7 +82,8 @@ def text(results, info: dict, meta: dict, max_failures: int = 8) -> str:
     out = [f"stridewise audit  device={meta['device']}  backend={meta['backend'] or 'none (native ATen)'}"
            f"  guard={'on' if meta['guard'] else 'off'}  matrix={meta['matrix']}  seed={meta['seed']}",
            f"torch {torch.__version__}  python {platform.python_version()}  "
-           f"{info['counts']['cases']} cases in {meta['seconds']:.1f}s  ({meta['jobs']} worker(s))", ""]
+           f"{info['counts']['cases']} cases in {meta['seconds']:.1f}s  ({meta['jobs']} worker(s))"
+           + (f"  under compute-sanitizer {meta['sanitizer']}" if meta.get("sanitizer") else ""), ""]
     cols = ("pass", "wrong", "crash", "bad-error", "device-assert", "known", "unsupported", "skip")
     if meta.get("backend"):  # passing cases the backend did not run (coverage.py)
         cols = ("pass", "native") + cols[1:]
@@ -197,6 +198,8 @@ def to_json(results, info: dict, meta: dict) -> dict:
             d["repro"] = r.repro
         if getattr(r, "ran_by", None):
             d["ran_by"] = r.ran_by
+        if getattr(r, "oracle", None):
+            d["oracle"] = r.oracle  # what the verdict rests on, when not the usual
         if getattr(r, "worker", None):
             d["worker"] = r.worker  # [slot, pid]
         if getattr(r, "timing", None):
@@ -222,6 +225,7 @@ def to_json(results, info: dict, meta: dict) -> dict:
         "matrix": meta["matrix"],
         "seed": meta["seed"],
         "tolerance": meta.get("tolerance"),
+        "sanitizer": meta.get("sanitizer"),  # compute-sanitizer tool ($STRIDEWISE_SANITIZER) or None
         "started": meta.get("started"),
         "seconds": round(meta["seconds"], 2),
         "summary": dict(info["counts"], exit_status=1 if info["counts"]["failed"] else 0),

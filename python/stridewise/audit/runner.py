@@ -82,6 +82,9 @@ class CaseResult:
     ran_by: Optional[str] = None
     timing: dict = field(default_factory=dict)  # the worker's seconds per part (timing.py)
     worker: Optional[list] = None  # [slot, pid] of the worker that answered
+    # what the verdict rests on, when not the usual (native CPU oracle vs the device's answer):
+    # e.g. the native CPU oracle alone, for a case not run under compute-sanitizer
+    oracle: Optional[str] = None
 
 
 from .slots import (  # noqa: F401 (AuditError and _Slot are re-exported)
@@ -214,6 +217,7 @@ class Runner:
             slots[0].start()  # ... and fail fast (with the reason) if workers cannot start
             clock.parent["idle"] += timing.now() - t
             todo = self._not_run_natively(cases, results)  # coverage is known from here on
+            todo = self._not_run_under_sanitizer(todo, results)
             queue = schedule.make(todo, max(1, self.cfg.jobs), self.cfg.schedule)  # len(), next(slot)
             t_end = time.time() + self.cfg.deadline if self.cfg.deadline > 0 else None
             while queue or any(s.case is not None or s.pending_replay is not None for s in slots):
@@ -297,6 +301,13 @@ class Runner:
             if self.progress:
                 self.progress(probe)
         return todo
+
+    def _not_run_under_sanitizer(self, cases, results: list) -> list:
+        """Under compute-sanitizer memcheck on CUDA: the cases ATen's own kernel would run and
+        that memcheck flags in it are not run (sanitize.py)."""
+        from . import sanitize
+
+        return sanitize.not_run_under_sanitizer(self, cases, results)
 
     def _overloads(self, case) -> list:
         from . import coverage

@@ -54,6 +54,11 @@ from typing import Callable, Iterable, Optional, Sequence
 import torch
 
 from . import layouts
+from . import sanitizer as _sanitizer
+
+#: The compute-sanitizer tool this process runs under, or None ($STRIDEWISE_SANITIZER; see
+#: stridewise.testing.sanitizer for the contract with the device script).
+sanitizer = _sanitizer.sanitizer
 
 # ---------------------------------------------------------------------------------------
 # dtypes
@@ -288,7 +293,16 @@ def _sw():
 
 @contextlib.contextmanager
 def native():
-    """Native ATen kernels inside (stridewise routing off); the previous state after."""
+    """Native ATen kernels inside (stridewise routing off); the previous state after. Under
+    compute-sanitizer memcheck, the native CUDA calls that memcheck flags in ATen itself run on
+    CPU copies instead (sanitizer.native_guard: the one place every test's native call goes
+    through; each such call warns SanitizerReroute, naming the issue)."""
+    with _routing_off(), _sanitizer.native_guard():
+        yield
+
+
+@contextlib.contextmanager
+def _routing_off():
     sw = _sw()
     if sw is None:
         yield
