@@ -170,3 +170,27 @@ def test_mean_counts_the_count_tensor(cuda_lookalike, seed):
     for reduce, dest, flagged in (("mean", big, True), ("amax", big, False), ("amax", out, True)):
         why = sanitizer.call_reason(A.scatter_reduce.two_out, (self_, 0, idx, src, reduce), {"out": dest})
         assert (why is not None) == flagged, (reduce, dest.untyped_storage().nbytes(), why)
+
+
+def test_the_repro_script_says_it_needs_a_gpu_and_exits_0():
+    """docs/known_issues/aten_cuda_narrow_atomic_cas.py: every case is listed; without a GPU each
+    prints the torch version, the sanitizer environment and the command, and exits 0 (on the
+    H200 the same script shows ATen's error under memcheck)."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    script = ROOT / "docs" / "known_issues" / "aten_cuda_narrow_atomic_cas.py"
+    r = subprocess.run([sys.executable, str(script), "--list"], capture_output=True, text=True, timeout=120)
+    names = r.stdout.split()
+    assert r.returncode == 0 and names[0] == "bool_add" and "control_bool_212" in names, r
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: the script would run ATen's kernel (run it under memcheck)")
+    for name in ("bool_add", "float16_add_pair"):
+        r = subprocess.run([sys.executable, str(script), "--case", name], capture_output=True, text=True,
+                           timeout=120, env=dict(__import__("os").environ, STRIDEWISE_SANITIZER="memcheck"))
+        assert r.returncode == 0, r
+        assert r.stdout.startswith(f"torch {torch.__version__}"), r.stdout
+        assert "sanitizer/injection environment: {'STRIDEWISE_SANITIZER': 'memcheck'}" in r.stdout, r.stdout
+        assert "this repro needs a CUDA GPU" in r.stdout and f"--case {name}" in r.stdout, r.stdout
