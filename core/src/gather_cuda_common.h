@@ -12,6 +12,7 @@
 #include <string>
 #include <type_traits>
 
+#include "elem_types.h"
 #include "stridewise/cuda_errors.h"
 #include "stridewise/gather.h"
 #include "stridewise/offset_calc.h"
@@ -60,10 +61,7 @@ struct UnitOf<16> {
   using type = uint4;
 };
 
-template <typename T>
-struct Tag {
-  using type = T;
-};
+using elem::Tag;
 
 // Which kernel run_gather takes: kAuto picks by layout; the others force one where the
 // layout allows it (kPlain: the elems kernel in plan order, without block_loop).

@@ -148,21 +148,21 @@ void copy_lines_range(void* ctx, int64_t begin, int64_t end) {
 // Accumulates straight into out (element type = accumulation type, self included, no count).
 template <typename T, Combine C>
 void direct_lines_range(void* ctx, int64_t begin, int64_t end) {
-  using A = Arith<T>;
+  using Cv = Conv<T>;
   Job& j = *static_cast<Job*>(ctx);
   const LineGeom g = geom(j, sizeof(T));
   for_steps_of_runs(j, begin, end, sizeof(T), g.len, g.index_b, g.src_b,
                     [&](char* out, const char* ip, const char* sp) {
                       char* o = out + load_index(ip, j.i64) * g.out_b;
-                      store(o, A::store(combine<T, C>(A::load(load<T>(o)), A::load(load<T>(sp)))));
+                      store(o, Cv::store(combine(C, Cv::load(load<T>(o)), Cv::load(load<T>(sp)))));
                     });
 }
 
 // Accumulates in scratch (Acc per out position along dim, a count, the touched list).
 template <typename T, Combine C>
 void scratch_lines_range(void* ctx, int64_t begin, int64_t end) {
-  using A = Arith<T>;
-  using Acc = typename A::Acc;
+  using Cv = Conv<T>;
+  using Acc = AccOf<T>;
   Job& j = *static_cast<Job*>(ctx);
   const LineGeom g = geom(j, sizeof(T));
   const bool with_self = j.args->desc.include_self;
@@ -174,23 +174,20 @@ void scratch_lines_range(void* ctx, int64_t begin, int64_t end) {
     const char* sp = l.src;
     for (int64_t i = 0; i < g.len; ++i, ip += g.index_b, sp += g.src_b) {
       const int64_t v = load_index(ip, j.i64);
-      const Acc s = A::load(load<T>(sp));
+      const Acc s = Cv::load(load<T>(sp));
       if (count[v]++ == 0) {
         touched.push_back(v);
         // Without self, a sum starts from ATen's identity +0 (so -0 alone gives +0, as there).
-        acc[v] = with_self ? combine<T, C>(A::load(load<T>(l.out + v * g.out_b)), s)
-                 : (C == Combine::kAdd || C == Combine::kMean) ? A::add(Acc{}, s)
+        acc[v] = with_self ? combine(C, Cv::load(load<T>(l.out + v * g.out_b)), s)
+                 : (C == Combine::kAdd || C == Combine::kMean) ? Ops<Acc>::add(Acc{}, s)
                                                                : s;
       } else {
-        acc[v] = combine<T, C>(acc[v], s);
+        acc[v] = combine(C, acc[v], s);
       }
     }
     for (const int64_t v : touched) {
-      char* o = l.out + v * g.out_b;
-      if constexpr (C == Combine::kMean)
-        store(o, A::mean(acc[v], count[v] + (with_self ? 1 : 0)));
-      else
-        store(o, A::store(acc[v]));
+      Acc r = acc[v];
+      if (finish_acc<T>(C, with_self, count[v], &r)) store(l.out + v * g.out_b, Cv::store(r));
       count[v] = 0;
     }
     touched.clear();
@@ -215,7 +212,7 @@ RangeFn pick_by_size(int esize, bool copy_pass) {
 RangeFn pick_scatter(const ScatterArgs& a) {
   if (a.desc.combine == Combine::kCopy) return pick_by_size(elem_size(a.out.dtype), false);
   RangeFn fn = nullptr;
-  with_type(a.out.dtype, [&](auto tag) {
+  (void)with_type(a.out.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     switch (a.desc.combine) {
       case Combine::kAdd:
@@ -238,6 +235,7 @@ RangeFn pick_scatter(const ScatterArgs& a) {
       case Combine::kCopy:
         break;
     }
+    return Status::kOk;
   });
   return fn;
 }

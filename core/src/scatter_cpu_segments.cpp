@@ -48,8 +48,8 @@ void segment_copy_range(void* ctx, int64_t begin, int64_t end) {
 // vectorize; otherwise they go through the per-line offset tables.
 template <typename T, Combine C, bool Contig>
 void segment_acc_targets(const Job& j, int64_t begin, int64_t end) {
-  using A = Arith<T>;
-  using Acc = typename A::Acc;
+  using Cv = Conv<T>;
+  using Acc = AccOf<T>;
   const Segments& s = *j.segments;
   const ScatterPlan& pl = *j.plan;
   const bool with_self = j.args->desc.include_self;
@@ -67,22 +67,19 @@ void segment_acc_targets(const Job& j, int64_t begin, int64_t end) {
     char* op = out + v * out_b;
     const char* sp = src + s.order[b] * src_b;
     for (size_t l = 0; l < lines; ++l) {
-      const Acc x = A::load(load<T>(sp + so(l)));
+      const Acc x = Cv::load(load<T>(sp + so(l)));
       // As the line walk: self first when included; else a sum starts from ATen's +0.
-      acc[l] = with_self ? combine<T, C>(A::load(load<T>(op + oo(l))), x)
-               : (C == Combine::kAdd || C == Combine::kMean) ? A::add(Acc{}, x)
+      acc[l] = with_self ? combine(C, Cv::load(load<T>(op + oo(l))), x)
+               : (C == Combine::kAdd || C == Combine::kMean) ? Ops<Acc>::add(Acc{}, x)
                                                              : x;
     }
     for (int64_t k = b + 1; k < e; ++k) {
       sp = src + s.order[k] * src_b;
-      for (size_t l = 0; l < lines; ++l)
-        acc[l] = combine<T, C>(acc[l], A::load(load<T>(sp + so(l))));
+      for (size_t l = 0; l < lines; ++l) acc[l] = combine(C, acc[l], Cv::load(load<T>(sp + so(l))));
     }
     for (size_t l = 0; l < lines; ++l) {
-      if constexpr (C == Combine::kMean)
-        store(op + oo(l), A::mean(acc[l], e - b + (with_self ? 1 : 0)));
-      else
-        store(op + oo(l), A::store(acc[l]));
+      Acc r = acc[l];
+      if (finish_acc<T>(C, with_self, e - b, &r)) store(op + oo(l), Cv::store(r));
     }
   }
 }
@@ -149,7 +146,7 @@ RangeFn pick_segment_kernel(const ScatterArgs& a) {
     return by_elem_size(elem_size(a.out.dtype),
                         [](auto e) -> RangeFn { return &segment_copy_range<decltype(e)::value>; });
   RangeFn fn = nullptr;
-  with_type(a.out.dtype, [&](auto tag) {
+  (void)with_type(a.out.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     constexpr bool cx = std::is_same_v<T, Cx<float>> || std::is_same_v<T, Cx<double>>;
     switch (a.desc.combine) {
@@ -171,6 +168,7 @@ RangeFn pick_segment_kernel(const ScatterArgs& a) {
       case Combine::kCopy:
         break;
     }
+    return Status::kOk;
   });
   return fn;
 }

@@ -9,13 +9,14 @@
 #include <type_traits>
 #include <vector>
 
-#include "scatter_cpu_types.h"
+#include "scatter_arith.h"
 #include "stridewise/scatter.h"
 
 namespace stridewise {
 namespace cpu_scatter {
 
-using namespace scatter_types;
+using namespace elem;           // NOLINT: the storage tags
+using namespace scatter_arith;  // NOLINT: Conv, Ops, combine, finish_acc
 
 constexpr int64_t kGrain = 32768;  // elements per chunk, as gather_cpu.cpp
 constexpr int64_t kNoError = std::numeric_limits<int64_t>::max();

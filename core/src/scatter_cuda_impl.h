@@ -250,20 +250,6 @@ SW_HOST_DEVICE SW_INLINE void acc_lines_thread(const AccArgs<I, D>& a, I block, 
   }
 }
 
-// A finished accumulator r over `count` values (self not counted): false when out keeps its
-// value (include_self = false and nothing arrived, or a mean over nothing); else true with r
-// the value to store (mean: divided by count, plus one with self).
-template <typename T>
-SW_HOST_DEVICE SW_INLINE bool finish_acc(Combine c, bool include_self, int64_t count, AccOf<T>* r) {
-  if (c == Combine::kMean) {
-    const int64_t d = count + (include_self ? 1 : 0);
-    if (d == 0) return false;
-    *r = Ops<AccOf<T>>::mean(mean_sum<T>(*r), d);
-    return true;
-  }
-  return include_self || count > 0;
-}
-
 // ---- workspace: init from out (or the identity), finalize into out ------------------------
 
 template <typename I, int D>

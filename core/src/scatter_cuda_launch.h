@@ -19,41 +19,7 @@ using cuda_gather::addr;
 using cuda_gather::ceil_div;
 using cuda_gather::kI32Max;
 using cuda_gather::kMaxBlocks;
-using cuda_gather::Tag;
 using cuda_gather::UnitOf;
-
-// f(Tag<T>) for the storage type of dtype t; kUnsupported when scatter has no arithmetic.
-template <typename F>
-Status with_type(DType t, F&& f) {
-  switch (t) {
-    case DType::kBool:
-      return f(Tag<Bool>{});
-    case DType::kUInt8:
-      return f(Tag<uint8_t>{});
-    case DType::kInt8:
-      return f(Tag<int8_t>{});
-    case DType::kInt16:
-      return f(Tag<int16_t>{});
-    case DType::kInt32:
-      return f(Tag<int32_t>{});
-    case DType::kInt64:
-      return f(Tag<int64_t>{});
-    case DType::kFloat16:
-      return f(Tag<F16>{});
-    case DType::kBFloat16:
-      return f(Tag<BF16>{});
-    case DType::kFloat32:
-      return f(Tag<float>{});
-    case DType::kFloat64:
-      return f(Tag<double>{});
-    case DType::kComplex64:
-      return f(Tag<Cx<float>>{});
-    case DType::kComplex128:
-      return f(Tag<Cx<double>>{});
-    default:
-      return Status::kUnsupported;
-  }
-}
 
 // Offset type x calculator capacity (4 or kMaxRank only: the instantiation budget).
 template <typename F>

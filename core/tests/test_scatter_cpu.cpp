@@ -11,7 +11,7 @@
 #include <cstring>
 #include <vector>
 
-#include "../src/half_bits.h"
+#include "../src/elem_types.h"
 #include "stridewise/scatter.h"
 #include "test_util.h"
 
@@ -40,7 +40,7 @@ double get(const StridedView& v, int64_t off) {
     default: {  // float16
       uint16_t x;
       std::memcpy(&x, p, 2);
-      return stridewise::halfbits::f16_to_float(x);
+      return stridewise::elem::f16_to_float(x);
     }
   }
 }
@@ -54,7 +54,7 @@ void put(const StridedView& v, int64_t off, double x) {
     const float y = static_cast<float>(x);
     std::memcpy(p, &y, 4);
   } else {
-    const uint16_t y = stridewise::halfbits::float_to_f16(static_cast<float>(x));
+    const uint16_t y = stridewise::elem::float_to_f16(static_cast<float>(x));
     std::memcpy(p, &y, 2);
   }
 }

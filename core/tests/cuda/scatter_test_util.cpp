@@ -8,7 +8,7 @@
 #include <sstream>
 #include <utility>
 
-#include "scatter_cpu_types.h"  // the CPU path's arithmetic: the reference's, not the kernels'
+#include "scatter_arith.h"  // the element arithmetic (Conv, Ops), shared with the kernels
 
 namespace swct {
 
@@ -19,8 +19,8 @@ using stridewise::ScatterArgs;
 using stridewise::ScatterPlan;
 using stridewise::Status;
 using stridewise::StridedView;
-namespace st = stridewise::scatter_types;
-namespace hb = stridewise::halfbits;
+namespace el = stridewise::elem;
+namespace sa = stridewise::scatter_arith;
 
 const DType kScatterTypes[12] = {DType::kBool,    DType::kUInt8,     DType::kInt8,
                                  DType::kInt16,   DType::kInt32,     DType::kInt64,
@@ -72,12 +72,12 @@ double component(DType t, const unsigned char* p, int k) {
     case DType::kFloat16: {
       uint16_t h;
       std::memcpy(&h, p, 2);
-      return hb::f16_to_float(h);
+      return el::f16_to_float(h);
     }
     case DType::kBFloat16: {
       uint16_t h;
       std::memcpy(&h, p, 2);
-      return hb::bf16_to_float(h);
+      return el::bf16_to_float(h);
     }
     case DType::kFloat32:
     case DType::kComplex64: {
@@ -100,12 +100,12 @@ int components(DType t) {
 void write_float(DType t, unsigned char* p, int k, double v) {
   switch (t) {
     case DType::kFloat16: {
-      const uint16_t h = hb::float_to_f16(static_cast<float>(v));
+      const uint16_t h = el::float_to_f16(static_cast<float>(v));
       std::memcpy(p, &h, 2);
       break;
     }
     case DType::kBFloat16: {
-      const uint16_t h = hb::float_to_bf16(static_cast<float>(v));
+      const uint16_t h = el::float_to_bf16(static_cast<float>(v));
       std::memcpy(p, &h, 2);
       break;
     }
@@ -204,9 +204,7 @@ T load_t(const unsigned char* p) {
 
 template <typename Acc>
 Acc identity(Combine c) {
-  if constexpr (std::is_same_v<Acc, bool>) {
-    return c == Combine::kMul || c == Combine::kMin;
-  } else if constexpr (std::is_same_v<Acc, st::Cx<float>> || std::is_same_v<Acc, st::Cx<double>>) {
+  if constexpr (std::is_same_v<Acc, el::Cx<float>> || std::is_same_v<Acc, el::Cx<double>>) {
     using F = decltype(Acc{}.re);
     return Acc{F(c == Combine::kMul ? 1 : 0), F(0)};
   } else {
@@ -218,34 +216,21 @@ Acc identity(Combine c) {
   }
 }
 
+// The shared combine, refusing what scatter_supports rules out (complex max/min).
 template <typename T>
-typename st::Arith<T>::Acc combine_rt(Combine c, typename st::Arith<T>::Acc a,
-                                      typename st::Arith<T>::Acc b) {
-  constexpr bool cx = std::is_same_v<T, st::Cx<float>> || std::is_same_v<T, st::Cx<double>>;
-  switch (c) {
-    case Combine::kAdd:
-      return st::combine<T, Combine::kAdd>(a, b);
-    case Combine::kMean:
-      return st::combine<T, Combine::kMean>(a, b);
-    case Combine::kMul:
-      return st::combine<T, Combine::kMul>(a, b);
-    case Combine::kMax:
-      if constexpr (!cx) return st::combine<T, Combine::kMax>(a, b);
-      break;
-    case Combine::kMin:
-      if constexpr (!cx) return st::combine<T, Combine::kMin>(a, b);
-      break;
-    default:
-      break;
+sa::AccOf<T> combine_rt(Combine c, sa::AccOf<T> a, sa::AccOf<T> b) {
+  constexpr bool cx = std::is_same_v<T, el::Cx<float>> || std::is_same_v<T, el::Cx<double>>;
+  if (c == Combine::kCopy || (cx && (c == Combine::kMax || c == Combine::kMin))) {
+    ADD_FAILURE() << "reference: no such combine";
+    return a;
   }
-  ADD_FAILURE() << "reference: no such combine";
-  return a;
+  return sa::combine(c, a, b);
 }
 
 template <typename T>
 std::vector<unsigned char> reference_typed(const ScatterCase& c, int64_t* bad, Candidates* cands) {
-  using A = st::Arith<T>;
-  using Acc = typename A::Acc;
+  using Cv = sa::Conv<T>;
+  using Acc = sa::AccOf<T>;
   const ScatterArgs a = c.args();
   const StridedView& o = a.out;
   const int es = c.out.esize;
@@ -264,7 +249,7 @@ std::vector<unsigned char> reference_typed(const ScatterCase& c, int64_t* bad, C
     coords_of(o, p, co);
     const unsigned char* sp = self0 + offset_at(a.self, co) * es;
     init[p].assign(sp, sp + es);
-    if (!copy) acc[p] = A::load(load_t<T>(sp));
+    if (!copy) acc[p] = Cv::load(load_t<T>(sp));
   }
   *bad = 0;
   const int64_t n_idx = a.index.numel();
@@ -285,7 +270,7 @@ std::vector<unsigned char> reference_typed(const ScatterCase& c, int64_t* bad, C
       continue;
     }
     if (!a.desc.include_self && cnt[p] == 0) acc[p] = identity<Acc>(a.desc.combine);
-    acc[p] = combine_rt<T>(a.desc.combine, acc[p], A::load(load_t<T>(vp)));
+    acc[p] = combine_rt<T>(a.desc.combine, acc[p], Cv::load(load_t<T>(vp)));
     ++cnt[p];
   }
   if (*bad) return want;
@@ -301,14 +286,14 @@ std::vector<unsigned char> reference_typed(const ScatterCase& c, int64_t* bad, C
       }
     } else if (a.desc.combine == Combine::kMean) {
       const int64_t d = cnt[p] + (a.desc.include_self ? 1 : 0);
-      if constexpr (!std::is_same_v<T, st::Bool>) {
+      if constexpr (!std::is_same_v<T, el::Bool>) {
         if (d > 0) {
-          const T t = A::mean(acc[p], d);
+          const T t = Cv::store(sa::Ops<Acc>::mean(sa::mean_sum<T>(acc[p]), d));
           std::memcpy(r.data(), &t, es);
         }
       }
     } else if (a.desc.include_self || cnt[p] > 0) {
-      const T t = A::store(acc[p]);
+      const T t = Cv::store(acc[p]);
       std::memcpy(r.data(), &t, es);
     }
     std::memcpy(want.data() + off, r.data(), es);
@@ -476,10 +461,11 @@ bool plant_bad_index(swt::Rng& rng, ScatterCase& c) {
 std::vector<unsigned char> reference_scatter(const ScatterCase& c, int64_t* bad,
                                              Candidates* cands) {
   std::vector<unsigned char> want;
-  const bool ok = st::with_type(c.out.view.dtype, [&](auto tag) {
+  const stridewise::Status st = el::with_type(c.out.view.dtype, [&](auto tag) {
     want = reference_typed<typename decltype(tag)::type>(c, bad, cands);
+    return stridewise::Status::kOk;
   });
-  if (!ok) ADD_FAILURE() << "reference: unsupported dtype";
+  if (st != stridewise::Status::kOk) ADD_FAILURE() << "reference: unsupported dtype";
   return want;
 }
 

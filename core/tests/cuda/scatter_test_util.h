@@ -1,8 +1,9 @@
 // Scatter test helpers shared by test_scatter_emulated.cpp (kernel bodies on the host) and
 // test_scatter_cuda.cpp (the GPU): random scatter problems over guarded storages, an obvious
-// host reference (logical walk, ATen's semantics, written independently of the kernels'
-// arithmetic: it uses the CPU path's scatter_cpu_types.h), the element comparison, and the
-// host runner that stands in for scatter_cuda.cu's launches.
+// host reference (the logical walk in index order, over the element arithmetic the kernels
+// share: scatter_arith.h, whose semantics test_scatter_cpu.cpp checks against a float64
+// reference and the pytest suite against ATen), the element comparison, and the host runner
+// that stands in for scatter_cuda.cu's launches.
 #pragma once
 
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
-// The device's float16 <-> float32 conversions (scatter_cuda_types.h: the cvt instructions,
-// NaNs by the portable bit code) against the host's (half_bits.h, which the CPU path uses),
+// The float16 <-> float32 conversions of elem_types.h on the device (the cvt instructions,
+// NaNs by the portable bit code) against the same functions on the host (the portable code),
 // bit for bit: every float16 pattern to float32, and to float16 every float32 that rounds
 // near a float16 boundary (each float16 value, the midpoints between neighbours and one ulp
 // either side of both), the overflow threshold, NaNs with payloads and random floats.
@@ -11,23 +11,21 @@
 #include <vector>
 
 #include "cuda_test_util.h"
-#include "half_bits.h"
-#include "scatter_cuda_types.h"
+#include "elem_types.h"
 
 namespace swct {
 namespace {
 
-namespace cs = stridewise::cuda_scatter;
-namespace hb = stridewise::halfbits;
+namespace el = stridewise::elem;
 
 __global__ void widen_kernel(const uint16_t* in, float* out, int n) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = cs::f16_to_float(in[i]);
+  if (i < n) out[i] = el::f16_to_float(in[i]);
 }
 
 __global__ void narrow_kernel(const float* in, uint16_t* out, int n) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = cs::float_to_f16(in[i]);
+  if (i < n) out[i] = el::float_to_f16(in[i]);
 }
 
 uint32_t bits(float f) {
@@ -66,7 +64,7 @@ TEST(HalfConversions, EveryFloat16ToFloat32) {
   const std::vector<float> got = run_on_device<uint16_t, float>(widen_kernel, in);
   int bad = 0;
   for (uint32_t h = 0; h < 65536; ++h) {
-    const uint32_t want = bits(hb::f16_to_float(in[h]));
+    const uint32_t want = bits(el::f16_to_float(in[h]));
     if (bits(got[h]) != want && ++bad <= 5)
       ADD_FAILURE() << "float16 0x" << std::hex << h << ": device 0x" << bits(got[h]) << ", host 0x"
                     << want;
@@ -78,8 +76,8 @@ TEST(HalfConversions, Float32ToFloat16AtEveryBoundary) {
   SWCT_REQUIRE_DEVICE();
   std::vector<float> in;
   for (uint32_t h = 0; h < 0x7c00u; ++h) {  // every finite magnitude, both signs
-    const uint32_t v = bits(hb::f16_to_float(static_cast<uint16_t>(h)));
-    const uint32_t next = bits(hb::f16_to_float(static_cast<uint16_t>(h + 1)));
+    const uint32_t v = bits(el::f16_to_float(static_cast<uint16_t>(h)));
+    const uint32_t next = bits(el::f16_to_float(static_cast<uint16_t>(h + 1)));
     const uint32_t mid = bits((from_bits(v) + from_bits(next)) / 2);  // exact in float32
     for (uint32_t u : {v, v + 1, v - (v > 0), mid, mid - 1, mid + 1})
       for (uint32_t s : {0u, 0x80000000u}) in.push_back(from_bits(u | s));
@@ -93,7 +91,7 @@ TEST(HalfConversions, Float32ToFloat16AtEveryBoundary) {
   const std::vector<uint16_t> got = run_on_device<float, uint16_t>(narrow_kernel, in);
   int bad = 0;
   for (size_t i = 0; i < in.size(); ++i) {
-    const uint16_t want = hb::float_to_f16(in[i]);
+    const uint16_t want = el::float_to_f16(in[i]);
     if (got[i] != want && ++bad <= 5)
       ADD_FAILURE() << "float32 0x" << std::hex << bits(in[i]) << ": device 0x" << got[i]
                     << ", host 0x" << want;

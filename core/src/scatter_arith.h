@@ -1,0 +1,202 @@
+// The scatter family's element arithmetic, written once for the CPU kernels and the CUDA
+// kernels (host and device compilable): per storage type T, Conv<T> (the accumulation type
+// Acc, load and store); per accumulation type A, the combines with ATen's semantics (Ops<A>,
+// combine()), their identities, the mean rule (mean_sum, Ops::mean) and the finish rule
+// (finish_acc). The CUDA atomics over these are in scatter_cuda_types.h. Copy kernels never
+// come here: they move bytes per element size.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include "elem_types.h"
+#include "stridewise/indexed_op.h"
+
+namespace stridewise {
+namespace scatter_arith {
+
+using elem::BF16;
+using elem::Bool;
+using elem::Cx;
+using elem::F16;
+
+// Storage type -> accumulation type.
+template <typename T>
+struct Conv {
+  using Acc = T;
+  SW_HOST_DEVICE static SW_INLINE Acc load(const T& x) { return x; }
+  SW_HOST_DEVICE static SW_INLINE T store(const Acc& a) { return a; }
+};
+template <>
+struct Conv<F16> {
+  using Acc = float;  // rounded once, at the end
+  SW_HOST_DEVICE static SW_INLINE Acc load(const F16& x) { return elem::f16_to_float(x.v); }
+  SW_HOST_DEVICE static SW_INLINE F16 store(Acc a) { return F16{elem::float_to_f16(a)}; }
+};
+template <>
+struct Conv<BF16> {
+  using Acc = float;
+  SW_HOST_DEVICE static SW_INLINE Acc load(const BF16& x) { return elem::bf16_to_float(x.v); }
+  SW_HOST_DEVICE static SW_INLINE BF16 store(Acc a) { return BF16{elem::float_to_bf16(a)}; }
+};
+
+// 1- and 2-byte integers and bool accumulate in int32 (so does the CUDA workspace): a device
+// has no atomics narrower than 32 bits, and emulating one by swapping the 32-bit word around
+// the element would read and write bytes outside the tensor at its ends. int32 arithmetic wraps
+// mod 2^32, so storing back to the narrow type gives ATen's mod-2^8/2^16 result for add and
+// multiply; bool stores "any non-zero", so add/max are or, multiply/min are and.
+template <typename T>
+struct NarrowConv {
+  using Acc = int32_t;
+  SW_HOST_DEVICE static SW_INLINE Acc load(const T& x) { return static_cast<Acc>(x); }
+  SW_HOST_DEVICE static SW_INLINE T store(Acc a) { return static_cast<T>(a); }
+  // ATen's integer mean divides the sum as wrapped in the narrow type.
+  SW_HOST_DEVICE static SW_INLINE Acc wrap(Acc a) { return static_cast<Acc>(static_cast<T>(a)); }
+};
+template <>
+struct Conv<int8_t> : NarrowConv<int8_t> {};
+template <>
+struct Conv<uint8_t> : NarrowConv<uint8_t> {};
+template <>
+struct Conv<int16_t> : NarrowConv<int16_t> {};
+template <>
+struct Conv<Bool> {
+  using Acc = int32_t;
+  SW_HOST_DEVICE static SW_INLINE Acc load(const Bool& x) { return x.v != 0; }
+  SW_HOST_DEVICE static SW_INLINE Bool store(Acc a) { return Bool{uint8_t(a != 0)}; }
+  SW_HOST_DEVICE static SW_INLINE Acc wrap(Acc a) { return a; }  // never used: no bool mean
+};
+
+template <typename T>
+using AccOf = typename Conv<T>::Acc;
+
+// The sum a mean divides: wrapped to the storage type where ATen's sum wraps (narrow
+// integers), kept wide where ours is more exact on purpose (float16/bfloat16 in float32).
+template <typename T>
+SW_HOST_DEVICE SW_INLINE AccOf<T> mean_sum(AccOf<T> a) {
+  if constexpr (std::is_integral<T>::value && sizeof(T) < sizeof(AccOf<T>))
+    return Conv<T>::wrap(a);
+  else
+    return a;
+}
+
+// Arithmetic per accumulation type: integers (wrap-around through unsigned arithmetic, as
+// ATen's), float and double. max/min: a NaN from src wins, a NaN already there stays
+// (ATen CPU's scatter_reduce amax/amin).
+// The unsigned type integer arithmetic wraps in (at least unsigned int: no promotion to int).
+template <typename A, bool = std::is_integral<A>::value>
+struct Wrap {
+  using type = A;
+};
+template <typename A>
+struct Wrap<A, true> {
+  using type =
+      std::conditional_t<(sizeof(A) < sizeof(unsigned)), unsigned, std::make_unsigned_t<A>>;
+};
+
+template <typename A>
+struct Ops {
+  static constexpr bool kOrdered = true;
+  using U = typename Wrap<A>::type;
+  SW_HOST_DEVICE static SW_INLINE A add(A a, A b) {
+    if constexpr (std::is_integral<A>::value)
+      return static_cast<A>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+    else
+      return a + b;
+  }
+  SW_HOST_DEVICE static SW_INLINE A mul(A a, A b) {
+    if constexpr (std::is_integral<A>::value)
+      return static_cast<A>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
+    else
+      return a * b;
+  }
+  SW_HOST_DEVICE static SW_INLINE bool isnan(A a) {
+    if constexpr (std::is_floating_point<A>::value)
+      return a != a;
+    else
+      return false;
+  }
+  SW_HOST_DEVICE static SW_INLINE A max(A a, A b) { return isnan(b) ? b : (a < b ? b : a); }
+  SW_HOST_DEVICE static SW_INLINE A min(A a, A b) { return isnan(b) ? b : (b < a ? b : a); }
+  SW_HOST_DEVICE static SW_INLINE A identity(Combine c) {
+    switch (c) {
+      case Combine::kMul:
+        return A(1);
+      case Combine::kMax:
+        return std::numeric_limits<A>::has_infinity ? -std::numeric_limits<A>::infinity()
+                                                    : std::numeric_limits<A>::lowest();
+      case Combine::kMin:
+        return std::numeric_limits<A>::has_infinity ? std::numeric_limits<A>::infinity()
+                                                    : std::numeric_limits<A>::max();
+      default:
+        return A(0);
+    }
+  }
+  // Mean of n >= 1 values summing to s: floor division for integers (ATen's
+  // div_(count, rounding_mode="floor")).
+  SW_HOST_DEVICE static SW_INLINE A mean(A s, int64_t n) {
+    if constexpr (std::is_integral<A>::value) {
+      const int64_t x = static_cast<int64_t>(s);
+      int64_t q = x / n;
+      if (x % n != 0 && x < 0) --q;
+      return static_cast<A>(q);
+    } else {
+      return s / static_cast<A>(n);
+    }
+  }
+};
+
+template <typename F>
+struct Ops<Cx<F>> {  // c10::complex's plain formulas; never max/min (scatter_supports)
+  static constexpr bool kOrdered = false;
+  using A = Cx<F>;
+  SW_HOST_DEVICE static SW_INLINE A add(A a, A b) { return A{a.re + b.re, a.im + b.im}; }
+  SW_HOST_DEVICE static SW_INLINE A mul(A a, A b) {
+    return A{a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re};
+  }
+  SW_HOST_DEVICE static SW_INLINE A max(A a, A) { return a; }  // never used
+  SW_HOST_DEVICE static SW_INLINE A min(A a, A) { return a; }  // never used
+  SW_HOST_DEVICE static SW_INLINE A identity(Combine c) {
+    return A{F(c == Combine::kMul ? 1 : 0), F(0)};
+  }
+  SW_HOST_DEVICE static SW_INLINE A mean(A s, int64_t n) {
+    const F d = static_cast<F>(n);
+    return A{s.re / d, s.im / d};
+  }
+};
+
+// combine(c, acc, v): the value acc becomes. The combine is a runtime (uniform) switch.
+template <typename A>
+SW_HOST_DEVICE SW_INLINE A combine(Combine c, A a, A b) {
+  switch (c) {
+    case Combine::kAdd:
+    case Combine::kMean:
+      return Ops<A>::add(a, b);
+    case Combine::kMul:
+      return Ops<A>::mul(a, b);
+    case Combine::kMax:
+      return Ops<A>::max(a, b);
+    case Combine::kMin:
+      return Ops<A>::min(a, b);
+    default:
+      return b;
+  }
+}
+
+// A finished accumulator r over `count` values (self not counted): false when out keeps its
+// value (include_self = false and nothing arrived, or a mean over nothing); else true with r
+// the value to store (mean: divided by count, plus one with self).
+template <typename T>
+SW_HOST_DEVICE SW_INLINE bool finish_acc(Combine c, bool include_self, int64_t count, AccOf<T>* r) {
+  if (c == Combine::kMean) {
+    const int64_t d = count + (include_self ? 1 : 0);
+    if (d == 0) return false;
+    *r = Ops<AccOf<T>>::mean(mean_sum<T>(*r), d);
+    return true;
+  }
+  return include_self || count > 0;
+}
+
+}  // namespace scatter_arith
+}  // namespace stridewise
