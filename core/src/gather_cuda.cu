@@ -11,6 +11,7 @@
 
 #include <cstdlib>
 
+#include "cuda_report.cuh"
 #include "cuda_status.cuh"
 #include "gather_cuda_impl.h"
 #include "stridewise/cuda_errors.h"
@@ -19,23 +20,6 @@
 namespace stridewise {
 namespace cuda_gather {
 namespace {
-
-// First reporter per block (shared flag), then first per device (the record's claim word;
-// a plain read skips the bus atomic while a record is already pending). Out of line so the
-// hot loops do not carry its registers; called at most once per thread, after its loop.
-__device__ __noinline__ void report_bad_index(int* block_claim, ErrorSite site, BadIndex bad) {
-  if (atomicExch(block_claim, 1) != 0) return;
-  volatile CudaErrorRecord* r = site.rec;
-  if (r->claim != 0) return;
-  if (atomicCAS(&site.rec->claim, 0, 1) != 0) return;
-  r->op = static_cast<int32_t>(OpCode::kGather);
-  r->dim = site.dim;
-  r->value = bad.value;
-  r->size = site.size;
-  r->position = bad.position;
-  __threadfence_system();  // every field reaches the host before the flag does
-  r->flag = 1;
-}
 
 // The prologue and epilogue every kernel shares: runs `body(bad)` for this thread, then
 // reports what it found. Inlined into each kernel, so the wrappers below cost nothing over
@@ -47,7 +31,9 @@ __device__ __forceinline__ void with_bad_index_report(const ErrorSite& site, Bod
   __syncthreads();
   BadIndex bad;
   body(bad);
-  if (bad.any) report_bad_index(&block_claim, site, bad);
+  if (bad.any)
+    detail::report_bad_index(&block_claim, site.rec, static_cast<int32_t>(OpCode::kGather),
+                             site.dim, site.size, bad);
 }
 
 // No minimum blocks per SM in __launch_bounds__: capping elems and tile at 32 registers (8 x

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cub/cub.cuh>
 
+#include "cuda_report.cuh"
 #include "cuda_status.cuh"
 #include "scatter_cuda_dispatch.h"
 #include "stridewise/cuda_errors.h"
@@ -23,22 +24,6 @@
 namespace stridewise {
 namespace cuda_scatter {
 namespace {
-
-// First reporter per block, then first per device (the record's claim word), as gather's.
-__device__ __noinline__ void report_bad_index(int* block_claim, const ScatterSite& site,
-                                              const BadIndex& bad) {
-  if (atomicExch(block_claim, 1) != 0) return;
-  volatile CudaErrorRecord* r = site.rec;
-  if (r->claim != 0) return;
-  if (atomicCAS(&site.rec->claim, 0, 1) != 0) return;
-  r->op = site.op;
-  r->dim = site.dim;
-  r->value = bad.value;
-  r->size = site.size;
-  r->position = bad.position;
-  __threadfence_system();  // every field reaches the host before the flag does
-  r->flag = 1;
-}
 
 // True when this call's validation raised the abort word: read once per block.
 __device__ __forceinline__ bool block_aborted(const Abort& a) {
@@ -57,7 +42,7 @@ __global__ void __launch_bounds__(kThreads) scatter_validate_kernel(const Valida
   validate_thread(a, I(blockIdx.x), I(threadIdx.x), I(gridDim.x), bad);
   if (!bad.any) return;
   *static_cast<volatile int64_t*>(a.abort.word) = a.abort.gen;
-  report_bad_index(&block_claim, a.site, bad);
+  detail::report_bad_index(&block_claim, a.site.rec, a.site.op, a.site.dim, a.site.size, bad);
 }
 
 template <typename U, typename I, int D>

@@ -1,0 +1,35 @@
+// Internal to core/src/*.cu: a kernel's report of a bad index value into its device's mapped
+// error record (stridewise/cuda_errors.h), one routine for every kernel family.
+#pragma once
+
+#include <cstdint>
+
+#include "gather_cuda_common.h"  // BadIndex
+#include "stridewise/cuda_errors.h"
+
+namespace stridewise {
+namespace detail {
+
+// First reporter per block (`block_claim`: a shared int the block zeroed before its loop),
+// then first per device (the record's claim word; a plain read skips the bus atomic while a
+// record is already pending). `op` is the OpCode, valid values are [0, size) on `dim`. Out of
+// line so the hot loops do not carry its registers; called at most once per thread, after
+// its loop.
+static __device__ __noinline__ void report_bad_index(int* block_claim, CudaErrorRecord* rec,
+                                                     int32_t op, int64_t dim, int64_t size,
+                                                     const cuda_gather::BadIndex& bad) {
+  if (atomicExch(block_claim, 1) != 0) return;
+  volatile CudaErrorRecord* r = rec;
+  if (r->claim != 0) return;
+  if (atomicCAS(&rec->claim, 0, 1) != 0) return;
+  r->op = op;
+  r->dim = dim;
+  r->value = bad.value;
+  r->size = size;
+  r->position = bad.position;
+  __threadfence_system();  // every field reaches the host before the flag does
+  r->flag = 1;
+}
+
+}  // namespace detail
+}  // namespace stridewise
