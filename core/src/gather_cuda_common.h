@@ -97,6 +97,20 @@ struct BadIndex {
   int64_t position = 0;
 };
 
+// The operands every gather kernel takes (a base of ElemsArgs, RowsArgs and TileArgs).
+template <typename IdxT>
+struct GatherOperands {
+  void* out;
+  const void* self;
+  const IdxT* index;
+  ErrorSite site;
+};
+
+template <typename IdxT>
+inline GatherOperands<IdxT> gather_operands(const GatherArgs& args, const ErrorSite& site) {
+  return {args.out.data, args.self.data, static_cast<const IdxT*>(args.index.data), site};
+}
+
 // ---- host side: offset width and template dispatch -------------------------------------
 
 // acc += (n - 1) * stride; false once acc would pass 2^31 - 1 (checked before multiplying).

@@ -39,14 +39,10 @@ namespace stridewise {
 namespace cuda_gather {
 
 template <typename IdxT, typename I, int D>
-struct ElemsArgs {
-  void* out;
-  const void* self;
-  const IdxT* index;
+struct ElemsArgs : GatherOperands<IdxT> {
   OffsetCalculator<4, I, D> calc;  // position -> (out, index, self, plan position)
   I numel;
   I self_dim_stride;
-  ErrorSite site;
 };
 
 // One thread of the elems kernel: block/thread/grid are blockIdx.x, threadIdx.x, gridDim.x.
@@ -92,10 +88,7 @@ SW_HOST_DEVICE SW_INLINE void elems_thread(const ElemsArgs<IdxT, I, D>& a, I blo
 }
 
 template <typename IdxT, typename I, int D>
-struct RowsArgs {
-  void* out;
-  const void* self;
-  const IdxT* index;
+struct RowsArgs : GatherOperands<IdxT> {
   OffsetCalculator<3, I, D> rows;  // row -> (out, index, self); out/self offsets in units
   IntDivider<I> tiles_per_row;
   I num_tiles;
@@ -103,7 +96,6 @@ struct RowsArgs {
   I self_dim_stride;  // units per index step
   int group_shift;    // log2(threads per row tile), 0..5
   int64_t elems_per_row;
-  ErrorSite site;
 };
 
 // One thread of the rows kernel. A tile is (row, chunk of group * kUnroll units); group g
@@ -199,9 +191,7 @@ Status run_rows(const GatherArgs& args, const GatherPlan& p, const RowsWork& w,
         using IdxT = typename decltype(it)::type;
         using I = typename decltype(ot)::type;
         RowsArgs<IdxT, I, decltype(dims)::value> a;
-        a.out = args.out.data;
-        a.self = args.self.data;
-        a.index = static_cast<const IdxT*>(args.index.data);
+        static_cast<GatherOperands<IdxT>&>(a) = gather_operands<IdxT>(args, site);
         a.rows = OffsetCalculator<3, I, decltype(dims)::value>(w.rows);
         a.tiles_per_row = IntDivider<I>(static_cast<I>(tiles_per_row));
         a.num_tiles = static_cast<I>(num_tiles);
@@ -209,7 +199,6 @@ Status run_rows(const GatherArgs& args, const GatherPlan& p, const RowsWork& w,
         a.self_dim_stride = static_cast<I>(w.self_dim_stride);
         a.group_shift = shift;
         a.elems_per_row = w.elems_per_row;
-        a.site = site;
         runner.template rows<typename decltype(ut)::type>(a, static_cast<unsigned>(blocks));
         return Status::kOk;
       });
@@ -238,13 +227,10 @@ Status run_elems(const GatherArgs& args, const GatherPlan& p, int esize, const E
     using IdxT = typename decltype(it)::type;
     using I = typename decltype(ot)::type;
     ElemsArgs<IdxT, I, decltype(dims)::value> a;
-    a.out = args.out.data;
-    a.self = args.self.data;
-    a.index = static_cast<const IdxT*>(args.index.data);
+    static_cast<GatherOperands<IdxT>&>(a) = gather_operands<IdxT>(args, site);
     a.calc = OffsetCalculator<4, I, decltype(dims)::value>(w);
     a.numel = static_cast<I>(w.numel);
     a.self_dim_stride = static_cast<I>(p.self_dim_stride);
-    a.site = site;
     runner.template elems<typename decltype(et)::type>(a, static_cast<unsigned>(blocks));
     return Status::kOk;
   });

@@ -39,10 +39,7 @@ struct TileBuffer {
 };
 
 template <typename IdxT, typename I, int D>
-struct TileArgs {
-  void* out;
-  const void* self;
-  const IdxT* index;
+struct TileArgs : GatherOperands<IdxT> {
   OffsetCalculator<4, I, D> rest;  // rest position -> (out, index, self, plan position)
   IntDivider<I> tiles_a;           // tiles along a
   IntDivider<I> tiles_k;           // tiles along k
@@ -50,7 +47,6 @@ struct TileArgs {
   I size_a, size_k;
   I stride_a[4], stride_k[4];  // per TileOperand, in elements (kTilePos: plan positions)
   I self_dim_stride;
-  ErrorSite site;
 };
 
 // Origin of tile t: its first a and k, and the rest's offsets.
@@ -186,9 +182,7 @@ Status run_tile(const GatherArgs& args, const GatherPlan& p, int esize, const Er
     using IdxT = typename decltype(it)::type;
     using I = typename decltype(ot)::type;
     TileArgs<IdxT, I, decltype(dims)::value> a;
-    a.out = args.out.data;
-    a.self = args.self.data;
-    a.index = static_cast<const IdxT*>(args.index.data);
+    static_cast<GatherOperands<IdxT>&>(a) = gather_operands<IdxT>(args, site);
     a.rest = OffsetCalculator<4, I, decltype(dims)::value>(rest);
     a.tiles_a = IntDivider<I>(static_cast<I>(tiles_a));
     a.tiles_k = IntDivider<I>(static_cast<I>(tiles_k));
@@ -200,7 +194,6 @@ Status run_tile(const GatherArgs& args, const GatherPlan& p, int esize, const Er
       a.stride_k[k] = static_cast<I>(pos.strides[k][kd]);
     }
     a.self_dim_stride = static_cast<I>(p.self_dim_stride);
-    a.site = site;
     runner.template tile<typename decltype(et)::type>(a, static_cast<unsigned>(blocks));
     return Status::kOk;
   });

@@ -180,29 +180,19 @@ struct Launcher {
     return with_offsets(u32, l.rank, [&](auto it, auto dims) {
       using I = typename decltype(it)::type;
       constexpr int D = decltype(dims)::value;
-      SegArgs<I, D> p{};
-      static_cast<Operands&>(p) = operands_of(args, args.out.data);
+      // Lines one vector apart (v > 1) are read whole by a tile; otherwise tiles of one warp,
+      // tile-major, keep the src columns in use at once small enough for L2 (SegArgs).
+      const bool tile_major = v == 1;
+      // groups: threads per chunk
+      SegArgs<I, D> p = seg_args<I, D>(ceil_div(l.numel, v), tile_major ? 32 : kThreads);
+      p.tile_major = tile_major;
       p.keys = sa.keys[sel];
       p.vals = sa.vals[sel];
       p.wide = s.wide;
       p.n = s.n;
       p.chunk = kSegChunk;
       p.chunks = seg_chunks(s.n);
-      p.calc = OffsetCalculator<3, I, D>(l);
-      p.lines = l.numel;
-      const int64_t groups = ceil_div(l.numel, v);  // threads per chunk
-      // Lines one vector apart (v > 1) are read whole by a tile; otherwise tiles of one warp,
-      // tile-major, keep the src columns in use at once small enough for L2 (SegArgs).
-      p.tile_major = v == 1;
-      const int64_t max_tile = p.tile_major ? 32 : kThreads;
-      p.tile_threads = 1;
-      while (p.tile_threads < groups && p.tile_threads < max_tile) p.tile_threads *= 2;
-      p.tiles = ceil_div(groups, p.tile_threads);
-      p.out_dim_stride = static_cast<I>(plan.out_dim_stride);
-      p.src_dim_stride = static_cast<I>(plan.src_dim_stride);
-      p.size = plan.out_dim_size;
       p.carry = acc ? base + w.carry_at : nullptr;
-      p.abort = abort;
       const unsigned blocks = static_cast<unsigned>(std::max<int64_t>(
           1, std::min(ceil_div(p.chunks * p.tiles, kThreads / p.tile_threads), kMaxBlocks)));
       if (!acc)
@@ -232,19 +222,9 @@ struct Launcher {
     return with_offsets(u32, l.rank, [&](auto it, auto dims) {
       using I = typename decltype(it)::type;
       constexpr int D = decltype(dims)::value;
-      SegArgs<I, D> p{};
-      static_cast<Operands&>(p) = operands_of(args, args.out.data);
+      // groups: threads per row
+      SegArgs<I, D> p = seg_args<I, D>(ceil_div(ceil_div(l.numel, v), kRowsUnroll), kThreads);
       p.n = plan.line_len;
-      p.calc = OffsetCalculator<3, I, D>(l);
-      p.lines = l.numel;
-      const int64_t groups = ceil_div(ceil_div(l.numel, v), kRowsUnroll);  // threads per row
-      p.tile_threads = 1;
-      while (p.tile_threads < groups && p.tile_threads < kThreads) p.tile_threads *= 2;
-      p.tiles = ceil_div(groups, p.tile_threads);
-      p.out_dim_stride = static_cast<I>(plan.out_dim_stride);
-      p.src_dim_stride = static_cast<I>(plan.src_dim_stride);
-      p.size = plan.out_dim_size;
-      p.abort = abort;
       const unsigned blocks = static_cast<unsigned>(std::max<int64_t>(
           1, std::min(ceil_div(p.n * p.tiles, kThreads / p.tile_threads), kMaxBlocks)));
       return cuda_gather::with_unit(elem_size(args.out.dtype), [&](auto ut) {
@@ -260,6 +240,26 @@ struct Launcher {
         });
       });
     });
+  }
+
+  // The SegArgs fields the segment kernels and rows_put share: the operands, the lines'
+  // walk, the strides along dim, the abort word, and `groups` threads per chunk (or row) in
+  // tiles of tile_threads (the power of two that covers them, at most max_tile).
+  template <typename I, int D>
+  SegArgs<I, D> seg_args(int64_t groups, int64_t max_tile) const {
+    const LoopPlan<3>& l = plan.lines;
+    SegArgs<I, D> p{};
+    static_cast<Operands&>(p) = operands_of(args, args.out.data);
+    p.calc = OffsetCalculator<3, I, D>(l);
+    p.lines = l.numel;
+    p.tile_threads = 1;
+    while (p.tile_threads < groups && p.tile_threads < max_tile) p.tile_threads *= 2;
+    p.tiles = ceil_div(groups, p.tile_threads);
+    p.out_dim_stride = static_cast<I>(plan.out_dim_stride);
+    p.src_dim_stride = static_cast<I>(plan.src_dim_stride);
+    p.size = plan.out_dim_size;
+    p.abort = abort;
+    return p;
   }
 
   // V for the segment kernels (elements of `bytes` per thread): 16 / bytes when the lines are
