@@ -4,13 +4,14 @@ which the host emulation tests (core/tests/cuda/test_scatter_emulated*.cpp) must
 compile the scatter emulation objects against it (-O1), link them with the other test
 objects of an existing build, run ScatterEmulated.*, restore the header. CPU only.
 
-    cmake --build build --target stridewise_cuda_tests   # once, for the other objects
+    cmake --build build --target stridewise_cuda_tests   # once, for the other objects (BUILD_DIR)
     python3 scripts/plant_scatter_cuda.py [fault ...]    # every fault by default
 
 Prints one line per fault with the tests that failed; exits 1 if any fault went unnoticed.
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -78,7 +79,7 @@ def build_and_run(build: Path, tmp: Path) -> str:
 
 
 def main(argv: list[str]) -> int:
-    build = ROOT / "build"
+    build = Path(os.environ.get("BUILD_DIR", ROOT / "build"))  # the build with the test objects
     names = argv or list(FAULTS)
     missed = 0
     with tempfile.TemporaryDirectory() as d:
