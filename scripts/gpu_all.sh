@@ -184,7 +184,7 @@ san_passes() {  # san_passes TOOL: every pass of TOOL at once; logs $LOG/san_TOO
     local sel=$files jobs=$((2 * n))
     [[ $path != auto ]] && sel=$scatter_files jobs=$n
     # shellcheck disable=SC2086 # lists of files
-    STRIDEWISE_SCATTER_CUDA_PATH=$path "${cs[@]}" "$PY" -m pytest -q -p no:cacheprovider \
+    STRIDEWISE_SCATTER_CUDA_PATH=$path "${cs[@]}" "$PY" -m pytest -q -p no:cacheprovider --timeout=600 \
       -n "$jobs" -k "$k" $sel >"$LOG/san_${tool}_${path}.log" 2>&1 &
     pids+=($!) names+=("$path")
   done
