@@ -33,7 +33,7 @@ __device__ __forceinline__ void with_bad_index_report(const ErrorSite& site, Bod
   body(bad);
   if (bad.any)
     detail::report_bad_index(&block_claim, site.rec, static_cast<int32_t>(OpCode::kGather),
-                             site.dim, site.size, bad);
+                             site.dim, site.size, bad.value, bad.position);
 }
 
 // No minimum blocks per SM in __launch_bounds__: capping elems and tile at 32 registers (8 x

@@ -42,7 +42,8 @@ __global__ void __launch_bounds__(kThreads) scatter_validate_kernel(const Valida
   validate_thread(a, I(blockIdx.x), I(threadIdx.x), I(gridDim.x), bad);
   if (!bad.any) return;
   *static_cast<volatile int64_t*>(a.abort.word) = a.abort.gen;
-  detail::report_bad_index(&block_claim, a.site.rec, a.site.op, a.site.dim, a.site.size, bad);
+  detail::report_bad_index(&block_claim, a.site.rec, a.site.op, a.site.dim, a.site.size, bad.value,
+                           bad.position);
 }
 
 template <typename U, typename I, int D>
