@@ -41,7 +41,7 @@
 # PYTEST_JOBS (xdist workers of the pytest phase, default 4), PYTEST_AUDIT=0 (skip the
 # audit's test files), SANITIZE_FILTER (gtests), SANITIZE_FILES/K (pytest selection),
 # SANITIZE_PATHS (scatter paths forced in turn, default "plain tile segments"), SANITIZE_JOBS
-# (xdist workers per pass, default 3), NCU_SCATTER_ARGS,
+# (xdist workers per pass, default 6), NCU_SCATTER_ARGS,
 # STRIDEWISE_COMPARE (sw-compare for the dump tests; default the one built in build-gpu).
 {  # read the whole script before running it: the tool re-copies the tree between calls
 set -uo pipefail
@@ -155,17 +155,19 @@ phase_altbuild() {  # the image's defaults: CXX=/opt/gcc/bin/g++ (no shared libs
 # with the scatter path chosen as users get it and once with each path forced
 # (STRIDEWISE_SCATTER_CUDA_PATH: plain = the atomics, with the interleaved target walk, and
 # put_elems; tile; segments; rows_put runs in the auto and forced tile/segments passes). The
-# passes run at once, each pytest in SANITIZE_JOBS xdist workers (every worker a process the
-# tool follows), so the phase takes about the longest pass. The processes see
-# STRIDEWISE_SANITIZER=<tool>: under memcheck the tests take native CPU as the oracle where
-# ATen's CUDA kernel is one memcheck flags (the known issue aten-cuda-narrow-atomic-cas).
+# gtests run beside the first pass; the pytest passes one after another, each in
+# SANITIZE_JOBS xdist workers (every worker a process the tool follows): the tool reserves
+# device memory per process, and some 25 processes at once ran the H200 out of memory at
+# context creation (2026-12-02). The processes see STRIDEWISE_SANITIZER=<tool>: under memcheck
+# the tests take native CPU as the oracle where ATen's CUDA kernel is one memcheck flags (the
+# known issue aten-cuda-narrow-atomic-cas).
 # Verdict: every pytest and gtest run passed, and scripts/sanitizer_summary.py finds no error
 # in a stridewise kernel (errors elsewhere are listed by kernel, not failed on).
 # The audit's own test files are not in the pytest passes: their CUDA cases run planted
 # backends (deliberate bad accesses) in forkserver workers; our kernels in them are the same
 # ones the op test files run, and the audit phase runs every op of ours under guard pages.
-san_passes() {  # san_passes TOOL: every pass of TOOL at once; logs $LOG/san_TOOL_*.log
-  local tool=$1 rc=0 pids=() names=() n=${SANITIZE_JOBS:-3} path
+san_passes() {  # san_passes TOOL: every pass of TOOL; logs $LOG/san_TOOL_*.log
+  local tool=$1 rc=0 n=${SANITIZE_JOBS:-6} path r
   local k=${SANITIZE_K:-"cuda or past_2_31"}
   local files=${SANITIZE_FILES:-"$(ls tests/test_*.py | grep -v '/test_audit')"}
   local scatter_files="tests/test_scatter_contract.py tests/test_scatter_matrix.py
@@ -179,25 +181,26 @@ san_passes() {  # san_passes TOOL: every pass of TOOL at once; logs $LOG/san_TOO
   "${cs[@]}" "$CUDA_TESTS" \
     --gtest_filter="${SANITIZE_FILTER:--*DeathTest*:*Guard*:*SixtyFourBit*:*Emulated*}" \
     >"$LOG/san_${tool}_gtest.log" 2>&1 &
-  pids+=($!) names+=(gtest)
+  local gtest=$!
   for path in auto ${SANITIZE_PATHS:-plain tile segments}; do
-    local sel=$files jobs=$((2 * n))
-    [[ $path != auto ]] && sel=$scatter_files jobs=$n
+    local sel=$files
+    [[ $path != auto ]] && sel=$scatter_files
     # shellcheck disable=SC2086 # lists of files
     STRIDEWISE_SCATTER_CUDA_PATH=$path "${cs[@]}" "$PY" -m pytest -q -p no:cacheprovider --timeout=600 \
-      -n "$jobs" -k "$k" $sel >"$LOG/san_${tool}_${path}.log" 2>&1 &
-    pids+=($!) names+=("$path")
-  done
-  local i r
-  for i in "${!pids[@]}"; do
-    wait "${pids[$i]}"
+      -n "$n" -k "$k" $sel >"$LOG/san_${tool}_${path}.log" 2>&1
     r=$?
-    echo "$tool ${names[$i]}: exit $r; $(grep -aE '(passed|failed|skipped|error|PASSED|FAILED)' \
-      "$LOG/san_${tool}_${names[$i]}.log" | grep -avE '^=========' | tail -n 1)"
+    echo "$tool pytest path=$path: exit $r; $(san_last_line "$LOG/san_${tool}_${path}.log")"
     ((r == 0)) || rc=1
   done
+  wait "$gtest"
+  r=$?
+  echo "$tool gtest: exit $r; $(san_last_line "$LOG/san_${tool}_gtest.log")"
+  ((r == 0)) || rc=1
   "$PY" scripts/sanitizer_summary.py "$LOG"/san_"$tool"_*.log || rc=1
   return $rc
+}
+san_last_line() {  # the last pytest or gtest result line of a log
+  grep -aE '(passed|failed|skipped|error|PASSED|FAILED)' "$1" | grep -avE '^=========' | tail -n 1
 }
 
 phase_sanitize() {  # memcheck; the caching allocator would hide out-of-bounds accesses
@@ -397,7 +400,7 @@ phase_benchinstalled() {  # the gather benchmark on the installed package; write
 
 # The phases run under `timeout` in a child bash, which sees them (and their settings) exported.
 export ROOT PY LOG CUDA_TESTS PYTEST_ARGS=${PYTEST_ARGS:-}
-export -f san_passes phase_bench phase_install phase_pytestinstalled phase_benchinstalled phase_wheels phase_auditfg phase_auditfgall phase_pytestaudit phase_toolchain phase_build phase_buildlib phase_altbuild phase_sanitize phase_racecheck phase_audit phase_ncuscatter phase_pytest \
+export -f san_passes san_last_line phase_bench phase_install phase_pytestinstalled phase_benchinstalled phase_wheels phase_auditfg phase_auditfgall phase_pytestaudit phase_toolchain phase_build phase_buildlib phase_altbuild phase_sanitize phase_racecheck phase_audit phase_ncuscatter phase_pytest \
   phase_hostbench phase_benchvar phase_benchscattervar phase_ncu
 
 note "date: $(date -u +%FT%TZ)"

@@ -6,13 +6,14 @@ whose kernels the reported errors are in.
 
 Each error block starts with a ``========= <what>`` line (``Invalid __global__ read of size 4
 bytes``, ``Error: Race reported between ...``, ``Program hit cudaError...``) followed by
-``=========     at <function>+0x..`` frames. An error is *ours* when its first frame is in
-stridewise (a symbol under ``stridewise::``), *ATen's* when it is in ``at::`` (the known ones are
-named, see python/stridewise/audit/known.py), and *other* otherwise (a test's planted kernel, a
-Triton kernel, an API call). Prints one line per kernel with its count, and the processes'
-ERROR SUMMARY lines. Exit status: 1 when any error is in our kernels or a log holds no ERROR
-SUMMARY at all (the tool never finished), else 0; errors elsewhere are reported, not failed on
-(the tests that ran those kernels fail on their own if the error reached them).
+``=========     at <function>+0x..`` frames. A device error is *ours* when a device frame is in
+stridewise (a symbol under ``stridewise::``, or a source under core/src/), *ATen's* when it is
+in ``at::`` (the known one is named, see python/stridewise/audit/known.py), and *other*
+otherwise (a test's planted kernel, a Triton kernel); an error a CUDA API call returned is a
+*CUDA API error* (its frames are the host's). Prints one line per kernel with its count, and
+the processes' SUMMARY lines. Exit status: 1 when any error is in our kernels or no log holds a
+SUMMARY line at all (the tool never finished), else 0; errors elsewhere are reported, not
+failed on (the tests that ran those kernels fail on their own if the error reached them).
 """
 from __future__ import annotations
 
@@ -50,12 +51,18 @@ def kernel_name(frame: str) -> str:
     return "".join(out).replace("void ", "", 1).strip()
 
 
-def whose(block: str) -> str:
-    if "stridewise::" in block or "/core/src/" in block:
+def whose(head: str, block: str) -> str:
+    """Device errors by their device frames (the kernel); an error a CUDA API call returned
+    ("Program hit ...") is its own class: its frames are the host's, and a test may provoke one
+    on purpose (or meet an out-of-memory, as too many processes under memcheck at once did)."""
+    if head.startswith("Program hit"):
+        return "CUDA API error"
+    device = "\n".join(ln for ln in block.splitlines() if "Host Frame" not in ln)
+    if "stridewise::" in device or "/core/src/" in device:
         return "ours"
-    if KNOWN_ATEN.search(block):
+    if KNOWN_ATEN.search(device):
         return "ATen (known: aten-cuda-narrow-atomic-cas)"
-    if "at::" in block or "c10::" in block:
+    if "at::" in device or "c10::" in device:
         return "ATen"
     return "other"
 
@@ -99,7 +106,7 @@ def main(paths) -> int:
     by = Counter()
     for head, fn, block in errors:
         what = re.sub(r" (of size \d+ bytes|at 0x[0-9a-f]+.*)$", "", head)[:60]
-        by[(whose(block), kernel_name(fn) if fn else "(no kernel frame)", what)] += 1
+        by[(whose(head, block), kernel_name(fn) if fn else "(no kernel frame)", what)] += 1
     ours = sum(n for (k, _, _), n in by.items() if k == "ours")
     print(f"sanitizer errors: {len(errors)} ({ours} in stridewise kernels)")
     for (kind, name, what), n in sorted(by.items(), key=lambda x: (x[0][0] != "ours", -x[1])):

@@ -38,6 +38,14 @@ RACE_OURS = """========= COMPUTE-SANITIZER
 =========     and Read access at 0x170 in /tmp/swrun/core/src/scatter_cuda_tile.h:130:void stridewise::cuda_scatter::scatter_tile_kernel<float>(T1) [4 hazards]
 ========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)
 """
+# An API error whose host frames pass through stridewise: not an error in our kernels.
+API_OOM = """========= COMPUTE-SANITIZER
+========= Program hit cudaErrorMemoryAllocation (error 2) due to "out of memory" on CUDA API call to cudaMalloc.
+=========     Saved host backtrace up to driver entry point at error
+=========         Host Frame: c10::cuda::c10_cuda_check_implementation(int, char const*, char const*, unsigned int, bool) [0x45f2c] in libc10_cuda.so
+=========         Host Frame: stridewise::scatter_cuda(stridewise::ScatterArgs const&) [0x1234] in libstridewise_torch.so
+========= ERROR SUMMARY: 1 error
+"""
 CLEAN = """========= COMPUTE-SANITIZER
 ========= ERROR SUMMARY: 0 errors
 """
@@ -64,6 +72,8 @@ def test_sanitizer_summary_blames_only_our_kernels(tmp_path):
     assert "_scatter_gather_elementwise_kernel" in out, out
     rc, out = _run(SUMMARY, *_logs(tmp_path, ATEN_NARROW, OURS))
     assert rc == 1 and "(1 in stridewise kernels)" in out and "scatter_copy_kernel" in out, out
+    rc, out = _run(SUMMARY, *_logs(tmp_path, API_OOM))
+    assert rc == 0 and "(0 in stridewise kernels)" in out and "CUDA API error" in out, out
     rc, out = _run(SUMMARY, *_logs(tmp_path, RACE_OURS))
     assert rc == 1 and "(1 in stridewise kernels)" in out and "scatter_tile_kernel" in out, out
 
