@@ -18,8 +18,13 @@ from stridewise.testing import sanitizer, specs
 A = torch.ops.aten
 
 
+def _no_injection(monkeypatch):
+    for k in sanitizer.INJECTION_VARS:
+        monkeypatch.delenv(k, raising=False)
+
+
 def test_the_env_var_contract(monkeypatch):
-    monkeypatch.delenv("CUDA_INJECTION64_PATH", raising=False)
+    _no_injection(monkeypatch)
     monkeypatch.delenv(sanitizer.ENV, raising=False)
     assert sanitizer.sanitizer() is None and not sanitizer.memcheck_active()
     assert specs.sanitizer is sanitizer.sanitizer
@@ -32,10 +37,16 @@ def test_the_env_var_contract(monkeypatch):
     with pytest.raises(ValueError, match=r"STRIDEWISE_SANITIZER='memchek': expected one of memcheck, "
                                          r"racecheck, initcheck, synccheck"):
         sanitizer.sanitizer()
-    # fallback: compute-sanitizer's injected tool library, when the variable is unset
+    # fallback, when the variable is unset: what compute-sanitizer put in a target process's
+    # environment on the H200 (2026-12-02), each variable alone
     monkeypatch.delenv(sanitizer.ENV)
-    monkeypatch.setenv("CUDA_INJECTION64_PATH", "/opt/cuda/compute-sanitizer/libsanitizer-collection.so")
-    assert sanitizer.sanitizer() == "unknown" and sanitizer.memcheck_active()
+    for k, v in (("NV_SANITIZER_INJECTION_PORT_BASE", "49152"),
+                 ("NVTX_INJECTION64_PATH", "libsanitizer-collection.so"),
+                 ("CUDA_INJECTION64_PATH", "/opt/cuda/compute-sanitizer/libsanitizer-collection.so")):
+        _no_injection(monkeypatch)
+        monkeypatch.setenv(k, v)
+        assert sanitizer.sanitizer() == "unknown" and sanitizer.memcheck_active(), k
+    _no_injection(monkeypatch)
     monkeypatch.setenv("CUDA_INJECTION64_PATH", "/opt/nsight/libToolsInjection64.so")  # a profiler
     assert sanitizer.sanitizer() is None
 
@@ -137,7 +148,7 @@ def test_the_switch_is_off_without_memcheck(monkeypatch, seed):
     for tool in (None, "racecheck"):
         if tool is None:
             monkeypatch.delenv(sanitizer.ENV, raising=False)
-            monkeypatch.delenv("CUDA_INJECTION64_PATH", raising=False)
+            _no_injection(monkeypatch)
         else:
             monkeypatch.setenv(sanitizer.ENV, tool)
         before = len(sanitizer.REROUTED)

@@ -22,9 +22,11 @@ the next CUDA call fails (the context is lost). NVIDIA CCCL has the same class o
 (NVIDIA/cccl#6430). stridewise's tests and auditor keep these kernels from running under
 memcheck (stridewise.testing.sanitizer; the auditor's known issue aten-cuda-narrow-atomic-cas).
 
-Each case prints what memcheck is expected to say; the 'control' cases must stay clean. Cases
-marked 'inferred' are read from ATen's source and not yet seen reported: running them settles
-it. The script also prints the environment variables a compute-sanitizer run sets that name a
+Each case prints what memcheck is expected to say; the 'control' cases must stay clean. The
+cases marked 'inferred' were read from ATen's source first; on the H200 (2026-12-02, torch
+2.11.0+cu130) every non-control case gave memcheck's error (the float16 pair as an "Invalid
+__global__ atomic", index_add in indexFuncSmallIndex, put in index_elementwise_kernel) and both
+controls stayed clean. The script also prints the environment variables a compute-sanitizer run sets that name a
 sanitizer or an injection library (to settle what stridewise.testing.sanitizer's fallback can
 rely on when STRIDEWISE_SANITIZER is not set).
 

@@ -5,12 +5,13 @@ compute-sanitizer has ``STRIDEWISE_SANITIZER`` set to the tool's name (``memchec
 ``racecheck``; ``initcheck`` and ``synccheck`` are accepted too). :func:`sanitizer` reads it;
 unset, empty, ``0`` or ``none`` mean no sanitizer. Any other value is a ValueError (a typo in the
 device script must not silently turn the avoidance off). Fallback when the variable is unset:
-compute-sanitizer loads its tool through the CUDA injection mechanism, i.e.
-``CUDA_INJECTION64_PATH`` naming a library of compute-sanitizer's (``...sanitizer...``); that
-says a tool is loaded but not which, so :func:`sanitizer` returns ``"unknown"`` then, and
-:func:`memcheck_active` treats it as memcheck. (Not verified on a machine with
-compute-sanitizer: docs/known_issues/aten_cuda_narrow_atomic_cas.py prints the variables it
-sees, so the H200 run settles it.)
+compute-sanitizer loads its tool into the target process through the injection mechanism and
+tells it how to reach the tool's front end. Under compute-sanitizer 2025 (CUDA 13.0) on the
+H200 (2026-12-02, docs/known_issues/aten_cuda_narrow_atomic_cas.py printed them) the target
+sees ``NV_SANITIZER_INJECTION_PORT_BASE`` and the other ``NV_SANITIZER_INJECTION_*`` variables,
+and ``NVTX_INJECTION64_PATH=libsanitizer-collection.so``; ``CUDA_INJECTION64_PATH`` was not
+set. Either says a tool is loaded but not which, so :func:`sanitizer` returns ``"unknown"``
+then, and :func:`memcheck_active` treats it as memcheck.
 
 The flagged class (ATen, aten/src/ATen/cuda/Atomic.cuh and native/cuda/KernelUtils.cuh, torch
 2.11-2.13): CUDA has no 1- or 2-byte atomic add/mul/max/min for most types, so ATen emulates
@@ -25,8 +26,8 @@ long>`` with ReduceAdd, 2 bytes past a 210-byte allocation) and the error poison
 context. NVIDIA CCCL has the same class of bug (NVIDIA/cccl#6430). The class, per combine:
 
   add, mean:  bool (a || b, since torch 2.x's GPU_ATOMIC_INTEGER(Add, a || b, bool)), uint8,
-              int8, int16 (CAS); float16, bfloat16 (the __half2 pair; inferred from the
-              source, not yet seen reported)
+              int8, int16 (CAS); float16, bfloat16 (the __half2 pair: an "Invalid
+              __global__ atomic of size 4 bytes" on the H200)
   mul, max, min:  uint8, int8, int16 (CAS); float16, bfloat16 (AtomicFPOp CAS)
   never:      int32, int64, float32, float64, complex (native 4/8-byte atomics or a CAS on the
               element's own word), and copies (scatter src/value, gather: plain stores)
@@ -34,9 +35,16 @@ context. NVIDIA CCCL has the same class of bug (NVIDIA/cccl#6430). The class, pe
 ATen's CUDA kernels of mul/mean/max/min have no bool or complex instantiation (they raise
 NotImplementedError before launching anything). The ops: scatter (reduce add/multiply, src or
 value), scatter_add, scatter_reduce (sum, prod, mean, amax, amin), index_add, index_reduce and
-put (accumulate=True) -- the last three through the same Atomic.cuh functions, read from the
-source and not yet seen reported. scatter_reduce's mean also adds into a count tensor of the
-result's dtype and shape (numel * itemsize bytes).
+put (accumulate=True) -- the last three through the same Atomic.cuh functions. scatter_reduce's
+mean also adds into a count tensor of the result's dtype and shape (numel * itemsize bytes).
+Seen on the H200 (2026-12-02, torch 2.11.0+cu130, compute-sanitizer memcheck, caching allocator
+off; docs/known_issues/aten_cuda_narrow_atomic_cas.py, one case per process): an invalid 4-byte
+access at byte 208 of a 210-byte allocation (105 for int16/float16) in
+``_scatter_gather_elementwise_kernel`` for bool and uint8 scatter_add, int16 amax, float16 prod
+and the float16 add pair (an atomic), in ``indexFuncSmallIndex`` for int8 index_add, in
+``index_elementwise_kernel`` for int16 put with accumulate; the two controls (a 212-byte bool
+tensor, a float32 one) stayed clean. bfloat16, index_reduce and the mean count are read from
+the source, not run.
 
 :func:`cas_overrun` decides one call; :func:`native_guard` (inside ``specs.native()``, the one
 place every test's native call goes through) runs the flagged CUDA calls on CPU copies under
@@ -60,13 +68,23 @@ ISSUE = "aten-cuda-narrow-atomic-cas"  # the auditor's known-issue name (audit/k
 ISSUE_REFS = "NVIDIA/cccl#6430 (same class); docs/known_issues/aten_cuda_narrow_atomic_cas.py (repro)"
 
 
+# Where compute-sanitizer's injection shows in a target process's environment (see above).
+INJECTION_VARS = ("NV_SANITIZER_INJECTION_PORT_BASE", "NVTX_INJECTION64_PATH", "CUDA_INJECTION64_PATH")
+
+
+def _injected() -> bool:
+    if os.environ.get("NV_SANITIZER_INJECTION_PORT_BASE"):
+        return True
+    return any("sanitizer" in os.path.basename(os.environ.get(k, "")).lower()
+               for k in ("NVTX_INJECTION64_PATH", "CUDA_INJECTION64_PATH"))
+
+
 def sanitizer() -> Optional[str]:
     """The compute-sanitizer tool this process runs under: 'memcheck', 'racecheck', ... from
     $STRIDEWISE_SANITIZER; 'unknown' when only compute-sanitizer's injection is seen; None."""
     v = os.environ.get(ENV, "").strip().lower()
     if v in ("", "0", "none"):
-        inj = os.environ.get("CUDA_INJECTION64_PATH", "")
-        return "unknown" if "sanitizer" in os.path.basename(inj).lower() else None
+        return "unknown" if _injected() else None
     if v not in TOOLS:
         raise ValueError(f"{ENV}={os.environ.get(ENV)!r}: expected one of {', '.join(TOOLS)} "
                          "(or unset / none)")
