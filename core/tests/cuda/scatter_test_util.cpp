@@ -202,20 +202,6 @@ T load_t(const unsigned char* p) {
   return v;
 }
 
-template <typename Acc>
-Acc identity(Combine c) {
-  if constexpr (std::is_same_v<Acc, el::Cx<float>> || std::is_same_v<Acc, el::Cx<double>>) {
-    using F = decltype(Acc{}.re);
-    return Acc{F(c == Combine::kMul ? 1 : 0), F(0)};
-  } else {
-    using L = std::numeric_limits<Acc>;
-    if (c == Combine::kMul) return Acc(1);
-    if (c == Combine::kMax) return L::has_infinity ? -L::infinity() : L::lowest();
-    if (c == Combine::kMin) return L::has_infinity ? L::infinity() : L::max();
-    return Acc(0);
-  }
-}
-
 // The shared combine, refusing what scatter_supports rules out (complex max/min).
 template <typename T>
 sa::AccOf<T> combine_rt(Combine c, sa::AccOf<T> a, sa::AccOf<T> b) {
@@ -269,7 +255,7 @@ std::vector<unsigned char> reference_typed(const ScatterCase& c, int64_t* bad, C
       written[p].emplace_back(vp, vp + es);
       continue;
     }
-    if (!a.desc.include_self && cnt[p] == 0) acc[p] = identity<Acc>(a.desc.combine);
+    if (!a.desc.include_self && cnt[p] == 0) acc[p] = sa::Ops<Acc>::identity(a.desc.combine);
     acc[p] = combine_rt<T>(a.desc.combine, acc[p], Cv::load(load_t<T>(vp)));
     ++cnt[p];
   }
