@@ -278,6 +278,13 @@ def test_diagnosis_prefers_a_precise_predicate_over_one_that_merely_covers_every
     assert ds[0].predicate == "idx.ge32" and ds[0].text.startswith(
         "raises no (or the wrong) error only with index values >= 2**32"), ds[0].text
     assert ds[0].failing == ds[0].explained == 36 and ds[1].predicate == "none", ds
+    # ... and it follows even when its class is the more harmful one (CI seed 39: the planted
+    # writes_input fault also left one wrong value where self was expanded): the headline names
+    # the class that has a cause
+    rs[-1] = res(6, "dup", "wrong", "values")
+    ds = diagnose.diagnose("index_select", rs)
+    assert [(d.cls, d.predicate) for d in ds] == [("missing-error", "idx.ge32"), ("wrong", "none")], \
+        [d.text for d in ds]
     # "from rank 2 up" holds for every failure here, but for nearly every case too: never a cause
     rs = [res(r, k) for r in (0, 1) for k in ("rand",) for _ in range(10)]
     rs += [res(r, k, *(("wrong", "values") if i % 3 == 0 else ("pass", "")))
