@@ -205,20 +205,21 @@ san_last_line() {  # the last pytest or gtest result line of a log
 
 phase_sanitize() {  # memcheck; the caching allocator would hide out-of-bounds accesses
   export PYTORCH_NO_CUDA_MEMORY_CACHING=1
-  local rc=0 c repro=docs/known_issues/aten_cuda_narrow_atomic_cas.py
+  local rc=0 c repro=docs/known_issues/aten_cuda_narrow_atomic_cas.py cases
   # The known ATen issue the tests step around, shown under the tool, one case per process
   # (exit 99: memcheck reported an error; the control cases must stay clean). Not a verdict
   # on stridewise: evidence for the known issue (STRIDEWISE_SANITIZER unset on purpose, so
   # the repro also shows what compute-sanitizer itself sets in the environment).
-  for c in $("$PY" "$repro" --list); do
+  cases=$("$PY" "$repro" --list)
+  for c in $cases; do
     compute-sanitizer --tool memcheck --error-exitcode 99 "$PY" "$repro" --case "$c" \
       >"$LOG/known_repro_$c.txt" 2>&1 &
   done
   wait
-  for c in $("$PY" "$repro" --list); do
-    local r
-    r=$(grep -c 'Invalid __global__' "$LOG/known_repro_$c.txt")
-    echo "known-issue repro $c: $r memcheck error(s); $(grep -m1 -o 'is [0-9]* bytes after the nearest allocation.*' "$LOG/known_repro_$c.txt")"
+  for c in $cases; do
+    echo "known-issue repro $c: $(grep -c 'Invalid __global__' "$LOG/known_repro_$c.txt") memcheck" \
+      "error(s); $(grep -m1 -o 'nearest allocation at 0x[0-9a-f]* of size [0-9]* bytes' \
+      "$LOG/known_repro_$c.txt")"
   done
   grep -h -m1 'sanitizer/injection environment' "$LOG"/known_repro_*.txt | head -n 1
   san_passes memcheck || rc=1

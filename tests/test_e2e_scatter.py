@@ -116,14 +116,6 @@ def _sync(device):
         torch.cuda.synchronize()
 
 
-def _scaled_diff(a, b):
-    """max|a - b| / max|b| (0 when both are all zero)."""
-    a, b = a.double(), b.double()
-    scale = b.abs().max().item()
-    d = (a - b).abs().max().item()
-    return d / scale if scale > 0 else d
-
-
 def compare_tol(native_res, ours_res, rel=REL_TOL):
     problems = []
     for k, (a, b) in enumerate(zip(ours_res["outputs"], native_res["outputs"])):
@@ -132,7 +124,7 @@ def compare_tol(native_res, ours_res, rel=REL_TOL):
             continue
         if not torch.isfinite(b).all():
             problems.append(f"outputs[{k}]: native result is not finite (test data problem)")
-        r = _scaled_diff(a, b)
+        r = accuracy.scaled_error(a, b)
         if not r <= rel:
             problems.append(f"outputs[{k}]: max|diff|/max|native| = {r:.3e} > {rel:g}")
     for name, gn in native_res["grads"].items():
@@ -140,7 +132,7 @@ def compare_tol(native_res, ours_res, rel=REL_TOL):
         if go is None:
             problems.append(f"grads[{name}] missing")
             continue
-        r = _scaled_diff(go, gn)
+        r = accuracy.scaled_error(go, gn)
         if not r <= rel:
             problems.append(f"grads[{name}]: max|diff|/max|native| = {r:.3e} > {rel:g}")
     missing = set(ours_res["grads"]) - set(native_res["grads"])
@@ -338,10 +330,10 @@ def test_pyg_utils_scatter_every_reduce(sw, reduce, device, seed):
         problems += [p for p in (accuracy.float64_problem("forward", oo, on, o64),
                                  accuracy.float64_problem("src.grad", go, gn, g64)) if p]
     else:
-        if not _scaled_diff(oo, on) <= REL_TOL:
-            problems.append(f"forward: scaled diff {_scaled_diff(oo, on):.3e}")
-        if not _scaled_diff(go, gn) <= REL_TOL:
-            problems.append(f"src.grad: scaled diff {_scaled_diff(go, gn):.3e}")
+        if not accuracy.scaled_error(oo, on) <= REL_TOL:
+            problems.append(f"forward: scaled diff {accuracy.scaled_error(oo, on):.3e}")
+        if not accuracy.scaled_error(go, gn) <= REL_TOL:
+            problems.append(f"src.grad: scaled diff {accuracy.scaled_error(go, gn):.3e}")
     assert not problems, fail_msg([f"utils.scatter reduce={reduce} on {device}"] + problems)
 
 

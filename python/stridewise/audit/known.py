@@ -14,6 +14,8 @@ from typing import Callable
 
 import torch
 
+from ..testing import sanitizer
+
 
 @dataclass
 class KnownIssue:
@@ -139,8 +141,6 @@ def _narrow_atomic_cas(built) -> bool:
     case's op, reduce and dtype are in the class, and an allocation it adds into (the written
     tensor's storage; for a functional call the fresh result; for mean also the count tensor)
     has a byte size that is not a multiple of 4."""
-    from ..testing.sanitizer import cas_overrun
-
     t, case = built.tensors, built.case
     self_ = t.get("self")
     if not isinstance(self_, torch.Tensor):
@@ -148,18 +148,9 @@ def _narrow_atomic_cas(built) -> bool:
     if case.op == "put" and not built.scalars.get("accumulate"):
         return False
     dest = t.get({"inplace": "self", "out": "out"}.get(case.variant, ""))
-    fresh = self_.numel() * self_.element_size()
     reduce = built.scalars.get("reduce")
-    sizes = [dest.untyped_storage().nbytes()] if isinstance(dest, torch.Tensor) else [fresh]
-    if reduce == "mean":
-        sizes.append(fresh)
-    return cas_overrun(case.op, reduce, self_.dtype, sizes) is not None
-
-
-def _narrow_atomic_ops() -> tuple:
-    from ..testing.sanitizer import OPS
-
-    return OPS
+    sizes = sanitizer.added_into(self_, dest if isinstance(dest, torch.Tensor) else None, reduce)
+    return sanitizer.cas_overrun(case.op, reduce, self_.dtype, sizes) is not None
 
 
 KNOWN = [
@@ -209,7 +200,7 @@ KNOWN = [
         "tensor, scatter_add into its last element; the same class as NVIDIA/cccl#6430). "
         "Under memcheck the audit does not run ATen's kernel for such cases (status known, "
         "reason not-run-sanitizer)",
-        _narrow_atomic_ops(), ("cuda",), _narrow_atomic_cas, reasons=("crash",)),
+        sanitizer.OPS, ("cuda",), _narrow_atomic_cas, reasons=("crash",)),
 ]
 
 

@@ -146,6 +146,17 @@ def cas_overrun(op: str, reduce: Optional[str], dtype: torch.dtype, nbytes: Iter
             f"reaches past the end (memcheck: invalid global read; {ISSUE}, {ISSUE_REFS})")
 
 
+def added_into(self_: torch.Tensor, dest: Optional[torch.Tensor], reduce: Optional[str]) -> list:
+    """The byte sizes of the allocations an accumulating call adds into: the written tensor's
+    storage (``dest``: in-place self or out=), else the fresh result (self's numel * itemsize);
+    for reduce='mean' also the count tensor, of the result's dtype and shape."""
+    fresh = self_.numel() * self_.element_size()
+    sizes = [dest.untyped_storage().nbytes()] if dest is not None else [fresh]
+    if reduce == "mean":
+        sizes.append(fresh)
+    return sizes
+
+
 # ---------------------------------------------------------------------------------------------
 # The switch for tests: native CUDA calls of the class run on the CPU under memcheck
 
@@ -201,11 +212,7 @@ def call_reason(func, args, kwargs) -> Optional[str]:
         op = "scatter.reduce" if isinstance(b.get("src"), torch.Tensor) else "scatter.value_reduce"
     if base == "put" and not b.get("accumulate", False):
         return None
-    fresh = self_.numel() * self_.element_size()
-    sizes = [dest.untyped_storage().nbytes()] if dest is not None else [fresh]
-    if reduce == "mean":
-        sizes.append(fresh)  # the count tensor
-    return cas_overrun(op, reduce, self_.dtype, sizes)
+    return cas_overrun(op, reduce, self_.dtype, added_into(self_, dest, reduce))
 
 
 def _cpu(x):
@@ -263,4 +270,4 @@ def native_guard():
 
 
 __all__ = ["ENV", "TOOLS", "ISSUE", "sanitizer", "memcheck_active", "cas_overrun", "combine_of",
-           "call_reason", "native_guard", "SanitizerReroute", "REROUTED", "on_cuda", "CLASS", "OPS"]
+           "added_into", "call_reason", "native_guard", "SanitizerReroute", "REROUTED", "on_cuda", "CLASS", "OPS"]
