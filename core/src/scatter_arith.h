@@ -166,6 +166,17 @@ struct Ops<Cx<F>> {  // c10::complex's plain formulas; never max/min (scatter_su
   }
 };
 
+// How src's values enter a combine: as they are, or scaled by the op's alpha
+// (ScatterArgs::has_alpha, index_add's) in the accumulation type, alpha * src.
+template <typename T>
+struct SrcScale {
+  bool on = false;
+  AccOf<T> alpha{};
+  SW_HOST_DEVICE SW_INLINE AccOf<T> operator()(AccOf<T> x) const {
+    return on ? Ops<AccOf<T>>::mul(alpha, x) : x;
+  }
+};
+
 // combine(c, acc, v): the value acc becomes. The combine is a runtime (uniform) switch.
 template <typename A>
 SW_HOST_DEVICE SW_INLINE A combine(Combine c, A a, A b) {

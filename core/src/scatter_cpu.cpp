@@ -151,11 +151,13 @@ void direct_lines_range(void* ctx, int64_t begin, int64_t end) {
   using Cv = Conv<T>;
   Job& j = *static_cast<Job*>(ctx);
   const LineGeom g = geom(j, sizeof(T));
-  for_steps_of_runs(j, begin, end, sizeof(T), g.len, g.index_b, g.src_b,
-                    [&](char* out, const char* ip, const char* sp) {
-                      char* o = out + load_index(ip, j.i64) * g.out_b;
-                      store(o, Cv::store(combine(C, Cv::load(load<T>(o)), Cv::load(load<T>(sp)))));
-                    });
+  const SrcScale<T> scale = src_scale<T>(*j.args);
+  for_steps_of_runs(
+      j, begin, end, sizeof(T), g.len, g.index_b, g.src_b,
+      [&](char* out, const char* ip, const char* sp) {
+        char* o = out + load_index(ip, j.i64) * g.out_b;
+        store(o, Cv::store(combine(C, Cv::load(load<T>(o)), scale(Cv::load(load<T>(sp))))));
+      });
 }
 
 // Accumulates in scratch (Acc per out position along dim, a count, the touched list).
@@ -166,6 +168,7 @@ void scratch_lines_range(void* ctx, int64_t begin, int64_t end) {
   Job& j = *static_cast<Job*>(ctx);
   const LineGeom g = geom(j, sizeof(T));
   const bool with_self = j.args->desc.include_self;
+  const SrcScale<T> scale = src_scale<T>(*j.args);
   std::vector<Acc> acc(static_cast<size_t>(j.plan->out_dim_size));
   std::vector<int64_t> count(static_cast<size_t>(j.plan->out_dim_size), 0);
   std::vector<int64_t> touched;
@@ -174,7 +177,7 @@ void scratch_lines_range(void* ctx, int64_t begin, int64_t end) {
     const char* sp = l.src;
     for (int64_t i = 0; i < g.len; ++i, ip += g.index_b, sp += g.src_b) {
       const int64_t v = load_index(ip, j.i64);
-      const Acc s = Cv::load(load<T>(sp));
+      const Acc s = scale(Cv::load(load<T>(sp)));
       if (count[v]++ == 0) {
         touched.push_back(v);
         // Without self, a sum starts from ATen's identity +0 (so -0 alone gives +0, as there).

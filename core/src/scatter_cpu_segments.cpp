@@ -60,6 +60,7 @@ void segment_acc_targets(const Job& j, int64_t begin, int64_t end) {
   const size_t lines = s.out_off.size();
   const auto oo = [&](size_t l) { return Contig ? int64_t(l * sizeof(T)) : s.out_off[l]; };
   const auto so = [&](size_t l) { return Contig ? int64_t(l * sizeof(T)) : s.src_off[l]; };
+  const SrcScale<T> scale = src_scale<T>(*j.args);
   std::vector<Acc> acc(lines);
   for (int64_t v = begin; v < end; ++v) {
     const int64_t b = s.start[v], e = s.start[v + 1];
@@ -67,7 +68,7 @@ void segment_acc_targets(const Job& j, int64_t begin, int64_t end) {
     char* op = out + v * out_b;
     const char* sp = src + s.order[b] * src_b;
     for (size_t l = 0; l < lines; ++l) {
-      const Acc x = Cv::load(load<T>(sp + so(l)));
+      const Acc x = scale(Cv::load(load<T>(sp + so(l))));
       // As the line walk: self first when included; else a sum starts from ATen's +0.
       acc[l] = with_self ? combine(C, Cv::load(load<T>(op + oo(l))), x)
                : (C == Combine::kAdd || C == Combine::kMean) ? Ops<Acc>::add(Acc{}, x)
@@ -75,7 +76,8 @@ void segment_acc_targets(const Job& j, int64_t begin, int64_t end) {
     }
     for (int64_t k = b + 1; k < e; ++k) {
       sp = src + s.order[k] * src_b;
-      for (size_t l = 0; l < lines; ++l) acc[l] = combine(C, acc[l], Cv::load(load<T>(sp + so(l))));
+      for (size_t l = 0; l < lines; ++l)
+        acc[l] = combine(C, acc[l], scale(Cv::load(load<T>(sp + so(l)))));
     }
     for (size_t l = 0; l < lines; ++l) {
       Acc r = acc[l];

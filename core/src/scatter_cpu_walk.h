@@ -116,6 +116,14 @@ inline char* src_base(const ScatterArgs& a) {
                      : static_cast<char*>(a.src.data);
 }
 
+// src's scale (index_add's alpha) as the accumulating kernels apply it.
+template <typename T>
+SrcScale<T> src_scale(const ScatterArgs& a) {
+  T alpha;
+  std::memcpy(&alpha, a.alpha, sizeof alpha);
+  return {a.has_alpha, Conv<T>::load(alpha)};
+}
+
 struct Segments;
 
 struct Job {

@@ -74,7 +74,15 @@ struct Operands {
   Value value;
   Combine combine;  // the accumulating bodies'
   bool include_self;
+  bool has_alpha;  // src scaled by alpha (ScatterArgs::has_alpha)
+  Value alpha;
 };
+
+// src's scale as the accumulating bodies apply it.
+template <typename T>
+SW_HOST_DEVICE SW_INLINE SrcScale<T> src_scale(const Operands& o) {
+  return {o.has_alpha, Conv<T>::load(value_as<T>(o.alpha))};
+}
 
 inline Operands operands_of(const ScatterArgs& a, void* out) {
   Operands o;
@@ -86,6 +94,8 @@ inline Operands operands_of(const ScatterArgs& a, void* out) {
   memcpy(o.value.b, a.value, sizeof o.value.b);
   o.combine = a.desc.combine;
   o.include_self = a.desc.include_self;
+  o.has_alpha = a.has_alpha;
+  memcpy(o.alpha.b, a.alpha, sizeof o.alpha.b);
   return o;
 }
 
@@ -219,12 +229,13 @@ SW_HOST_DEVICE SW_INLINE void acc_elems_thread(const AccArgs<I, D>& a, I block, 
   A* const target = static_cast<A*>(a.out);
   const T* const src = static_cast<const T*>(a.src);
   const A val = a.has_value ? Conv<T>::load(value_as<T>(a.value)) : A{};
+  const SrcScale<T> scale = src_scale<T>(a);
   for (I i = block * I(kThreads) + thread; i < a.numel; i += grid * I(kThreads)) {
     const Offsets<3, I> o = a.calc.get(i);
     const int64_t v = load_index(a.index, o.v[kScatterIndex], a.idx64);
     if (v < 0 || v >= a.size) continue;
     const I t = o.v[kScatterOut] + I(v) * a.target_dim_stride;
-    atomic_combine<A>(target + t, a.has_value ? val : Conv<T>::load(src[o.v[kScatterSrc]]),
+    atomic_combine<A>(target + t, a.has_value ? val : scale(Conv<T>::load(src[o.v[kScatterSrc]])),
                       a.combine);
     if (a.count) atomic_count(a.count + t);
   }
@@ -237,13 +248,15 @@ SW_HOST_DEVICE SW_INLINE void acc_lines_thread(const AccArgs<I, D>& a, I block, 
   A* const target = static_cast<A*>(a.out);
   const T* const src = static_cast<const T*>(a.src);
   const A val = a.has_value ? Conv<T>::load(value_as<T>(a.value)) : A{};
+  const SrcScale<T> scale = src_scale<T>(a);
   for (I l = block * I(kThreads) + thread; l < a.numel; l += grid * I(kThreads)) {
     const Offsets<3, I> o = a.calc.get(l);
     for (I s = 0; s < a.line_len; ++s) {
       const int64_t v = load_index(a.index, o.v[kScatterIndex] + s * a.index_dim_stride, a.idx64);
       if (v < 0 || v >= a.size) continue;
       const I t = o.v[kScatterOut] + I(v) * a.target_dim_stride;
-      const A x = a.has_value ? val : Conv<T>::load(src[o.v[kScatterSrc] + s * a.src_dim_stride]);
+      const A x =
+          a.has_value ? val : scale(Conv<T>::load(src[o.v[kScatterSrc] + s * a.src_dim_stride]));
       target[t] = combine<A>(a.combine, target[t], x);
       if (a.count) ++a.count[t];
     }

@@ -185,7 +185,8 @@ SW_HOST_DEVICE SW_INLINE void seg_load(const SegArgs<I, D>& a, const LineBase<I>
   const I row = I(seg_val(a.vals, j, a.wide)) * a.src_dim_stride;
   T t[V];
   load_vec<T, V>(static_cast<const T*>(a.src) + (lb.src + row), t);
-  for (int k = 0; k < V; ++k) x[k] = Conv<T>::load(t[k]);
+  const SrcScale<T> scale = src_scale<T>(a);
+  for (int k = 0; k < V; ++k) x[k] = scale(Conv<T>::load(t[k]));
 }
 
 template <typename A, int V>

@@ -158,6 +158,7 @@ SW_HOST_DEVICE SW_INLINE void tile_phase(const TileArgs<I, D>& a, int phase, int
   if (phase == 2) {
     const T* const src = static_cast<const T*>(a.src);
     const A val = a.has_value ? Conv<T>::load(value_as<T>(a.value)) : A{};
+    const SrcScale<T> scale = src_scale<T>(a);
     const int64_t positions = a.line_len << a.log2_tile;
     for (int64_t p0 = thread; p0 < positions; p0 += threads * kTileUnroll) {
       int64_t v[kTileUnroll];
@@ -171,10 +172,10 @@ SW_HOST_DEVICE SW_INLINE void tile_phase(const TileArgs<I, D>& a, int phase, int
         if (p >= positions || i >= nl) continue;
         v[u] = load_index(a.index, I(m.off[i * 3 + 1]) + I(p >> a.log2_tile) * a.index_dim_stride,
                           a.idx64);
-        x[u] =
-            a.has_value
-                ? val
-                : Conv<T>::load(src[I(m.off[i * 3 + 2]) + I(p >> a.log2_tile) * a.src_dim_stride]);
+        x[u] = a.has_value
+                   ? val
+                   : scale(Conv<T>::load(
+                         src[I(m.off[i * 3 + 2]) + I(p >> a.log2_tile) * a.src_dim_stride]));
       }
       for (int u = 0; u < kTileUnroll; ++u) {
         if (v[u] < 0 || v[u] >= a.n) continue;

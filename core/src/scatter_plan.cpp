@@ -64,6 +64,8 @@ Status validate(const ScatterArgs& a, ErrorDetail* err) {
   if (!a.has_value && a.src.dtype != a.self.dtype)
     return c.bad(Status::kInvalidArgument,
                  "scatter(): Expected self.dtype to be equal to src.dtype");
+  if (a.has_alpha && (a.has_value || a.desc.combine != Combine::kAdd))
+    return c.bad(Status::kInvalidArgument, "scatter(): alpha scales a src tensor that is added");
   if (!scatter_supports(a.self.dtype, a.desc.combine))
     return c.bad(Status::kUnsupported, std::string("scatter(): ") + combine_name(a.desc.combine) +
                                            " is not implemented for " + dtype_name(a.self.dtype));

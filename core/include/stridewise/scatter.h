@@ -50,7 +50,11 @@ struct ScatterArgs {
   StridedView src;                           // ignored when has_value
   bool has_value = false;                    // src is one scalar, `value`, at every position
   alignas(16) unsigned char value[16] = {};  // that scalar, in out's dtype (bytes)
-  int64_t dim = 0;                           // already wrapped into [0, rank) (0 for rank 0)
+  // src's values are scaled by `alpha` (in out's dtype, bytes) before they combine: index_add's
+  // alpha, ATen's self + alpha * src in the accumulation type. Add only, src only.
+  bool has_alpha = false;
+  alignas(16) unsigned char alpha[16] = {};
+  int64_t dim = 0;  // already wrapped into [0, rank) (0 for rank 0)
   IndexedOpDesc desc = scatter_desc(OpCode::kScatter, Combine::kCopy);
   bool deterministic = false;  // CUDA: combine duplicates in index order (see above)
 };

@@ -35,6 +35,8 @@ ScatterArgs ScatterCase::args() const {
   if (!has_value) a.src = src.view;
   a.has_value = has_value;
   std::memcpy(a.value, value, sizeof value);
+  a.has_alpha = has_alpha;
+  std::memcpy(a.alpha, alpha, sizeof alpha);
   a.dim = dim;
   a.desc = desc;
   a.deterministic = deterministic;
@@ -51,7 +53,8 @@ std::string ScatterCase::describe() const {
   };
   os << stridewise::combine_name(desc.combine) << " include_self " << desc.include_self
      << (in_place ? " in place" : " out of place") << (has_value ? " value" : " src")
-     << (deterministic ? " deterministic" : "") << " dim " << dim << ';';
+     << (has_alpha ? " scaled by alpha" : "") << (deterministic ? " deterministic" : "") << " dim "
+     << dim << ';';
   one("out", out);
   if (!in_place) one("self", self);
   one("index", index);
@@ -154,6 +157,14 @@ void nice_value(swt::Rng& rng, DType t, Combine c, bool nan, unsigned char* p) {
   }
 }
 
+// index_add's alpha on a third of the adds of a src: a signed power of two for floating types
+// (a multiply's nice value), so alpha * src stays exact and sums stay order-free.
+void maybe_alpha(swt::Rng& rng, DType t, ScatterCase& c) {
+  if (c.desc.combine != Combine::kAdd || c.has_value || !swt::coin(rng, 1.0 / 3)) return;
+  c.has_alpha = true;
+  nice_value(rng, t, Combine::kMul, false, c.alpha);
+}
+
 // Any value (floating: uniform in [-1, 1]; for multiply of modulus uniform in [0.99, 1.01],
 // complex ones in a uniform direction, so that long products stay in range).
 void arbitrary_value(swt::Rng& rng, DType t, Combine c, unsigned char* p) {
@@ -228,6 +239,7 @@ std::vector<unsigned char> reference_typed(const ScatterCase& c, int64_t* bad, C
   std::vector<unsigned char> want(c.out.base(), c.out.base() + c.out.storage_bytes());
   std::vector<std::vector<unsigned char>> init(static_cast<size_t>(n_out));
   std::vector<Acc> acc(static_cast<size_t>(n_out));
+  const sa::SrcScale<T> scale{c.has_alpha, Cv::load(load_t<T>(c.alpha))};
   std::vector<int64_t> cnt(static_cast<size_t>(n_out), 0);
   std::vector<std::vector<std::vector<unsigned char>>> written(static_cast<size_t>(n_out));
   int64_t co[stridewise::kMaxRank] = {};
@@ -256,7 +268,7 @@ std::vector<unsigned char> reference_typed(const ScatterCase& c, int64_t* bad, C
       continue;
     }
     if (!a.desc.include_self && cnt[p] == 0) acc[p] = sa::Ops<Acc>::identity(a.desc.combine);
-    acc[p] = combine_rt<T>(a.desc.combine, acc[p], Cv::load(load_t<T>(vp)));
+    acc[p] = combine_rt<T>(a.desc.combine, acc[p], scale(Cv::load(load_t<T>(vp))));
     ++cnt[p];
   }
   if (*bad) return want;
@@ -368,6 +380,7 @@ ScatterCase random_scatter_case(swt::Rng& rng, const ScatterCaseOpts& opts) {
     c.src = swt::make_random_tensor(rng, dt, srcsz, in_opts);
     fill_nice(rng, c.src, comb, nan);
   }
+  maybe_alpha(rng, dt, c);
   return c;
 }
 
@@ -416,6 +429,7 @@ ScatterCase shared_index_case(swt::Rng& rng, DType dt, Combine comb, bool includ
     c.src = swt::make_tensor(dt, isz, swt::contiguous_strides(isz), 0);
     fill(c.src);
   }
+  maybe_alpha(rng, dt, c);
   return c;
 }
 

@@ -29,6 +29,8 @@ struct ScatterCase {
   bool in_place = false;
   bool has_value = false;
   alignas(16) unsigned char value[16] = {};
+  bool has_alpha = false;  // src scaled by alpha (index_add's): add of a src only
+  alignas(16) unsigned char alpha[16] = {};
   int64_t dim = 0;
   stridewise::IndexedOpDesc desc;
   bool deterministic = false;
