@@ -162,7 +162,7 @@ Status gather_cpu(const GatherArgs& args, const GatherPlan& plan, const CpuExecu
     if (err) {
       *err = ErrorDetail{};
       err->status = Status::kUnsupported;
-      err->op = OpCode::kGather;
+      err->op = args.op;
       err->message = std::string("gather(): unsupported element size for dtype ") +
                      dtype_name(args.self.dtype);
     }
@@ -194,7 +194,7 @@ Status gather_cpu(const GatherArgs& args, const GatherPlan& plan, const CpuExecu
     const char* p = job.index + plan_offset(L, kGatherIndex, bad) * is;
     *err = ErrorDetail{};
     err->status = Status::kIndexOutOfRange;
-    err->op = OpCode::kGather;
+    err->op = args.op;
     err->dim = plan.dim;
     err->value =
         args.index.dtype == DType::kInt32 ? load_index<int32_t>(p) : load_index<int64_t>(p);

@@ -32,8 +32,8 @@ __device__ __forceinline__ void with_bad_index_report(const ErrorSite& site, Bod
   BadIndex bad;
   body(bad);
   if (bad.any)
-    detail::report_bad_index(&block_claim, site.rec, static_cast<int32_t>(OpCode::kGather),
-                             site.dim, site.size, bad.value, bad.position);
+    detail::report_bad_index(&block_claim, site.rec, site.op, site.dim, site.size, bad.value,
+                             bad.position);
 }
 
 // No minimum blocks per SM in __launch_bounds__: capping elems and tile at 32 registers (8 x
@@ -117,8 +117,9 @@ Status gather_cuda(const GatherArgs& args, const GatherPlan& plan, void* stream,
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
   cuda_gather::CudaRunner runner{s};
   std::string why;
-  st = cuda_gather::run_gather(args, plan, {rec, plan.dim, plan.self_dim_size}, runner, &why,
-                               cuda_gather::forced_kernel());
+  const cuda_gather::ErrorSite site{rec, plan.dim, plan.self_dim_size,
+                                    static_cast<int32_t>(args.op)};
+  st = cuda_gather::run_gather(args, plan, site, runner, &why, cuda_gather::forced_kernel());
   if (st != Status::kOk) return detail::fail(err, st, why);
   SW_CUDA_TRY(cudaGetLastError(), err);  // launch configuration, or an earlier sticky error
 

@@ -88,6 +88,7 @@ struct ErrorSite {
   CudaErrorRecord* rec;  // device view of this device's mapped record (null when emulated)
   int64_t dim;
   int64_t size;
+  int32_t op = static_cast<int32_t>(OpCode::kGather);  // GatherArgs::op, as the record stores it
 };
 
 // The first bad index value one thread met, and its position in plan order.

@@ -81,7 +81,10 @@ bool aligned(const void* p, int64_t bytes) {
 Status plan_gather(const GatherArgs& args, GatherPlan* plan, ErrorDetail* err) {
   if (plan == nullptr) return fail(err, Status::kInvalidArgument, "plan_gather(): null plan");
   const Status s = validate(args, err);
-  if (s != Status::kOk) return s;
+  if (s != Status::kOk) {
+    if (err) err->op = args.op;
+    return s;
+  }
 
   const int r = args.self.rank;
   const int64_t dim = args.dim;

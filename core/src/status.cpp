@@ -14,6 +14,20 @@ const char* op_name(OpCode op) {
       return "scatter_add";
     case OpCode::kScatterReduce:
       return "scatter_reduce";
+    case OpCode::kIndexSelect:
+      return "index_select";
+    case OpCode::kIndexAdd:
+      return "index_add";
+    case OpCode::kIndexCopy:
+      return "index_copy";
+    case OpCode::kIndexFill:
+      return "index_fill";
+    case OpCode::kIndexReduce:
+      return "index_reduce";
+    case OpCode::kEmbedding:
+      return "embedding";
+    case OpCode::kEmbeddingBackward:
+      return "embedding_dense_backward";
     case OpCode::kUnknown:
       break;
   }

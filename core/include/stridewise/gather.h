@@ -28,6 +28,9 @@ struct GatherArgs {
   StridedView self;
   StridedView index;
   int64_t dim = 0;  // already wrapped into [0, rank) (0 for rank 0)
+  // The op its errors and CUDA error records name: gather, or an op that is a gather over views
+  // (index_select, embedding).
+  OpCode op = OpCode::kGather;
 };
 
 // Operand order in a gather plan.

@@ -24,6 +24,15 @@ enum class OpCode : int32_t {
   kScatter = 2,  // scatter (src / value, with or without reduce=)
   kScatterAdd = 3,
   kScatterReduce = 4,  // scatter_reduce.two
+  // The dim-indexed ops run as gather/scatter over views (a 1-D index seen with stride 0 along
+  // the other dims); their own codes make errors, records and statistics name them.
+  kIndexSelect = 5,
+  kIndexAdd = 6,
+  kIndexCopy = 7,
+  kIndexFill = 8,
+  kIndexReduce = 9,
+  kEmbedding = 10,
+  kEmbeddingBackward = 11,  // embedding_dense_backward
 };
 
 const char* op_name(OpCode op);
