@@ -1,5 +1,6 @@
 #include "common.h"
 
+#include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 
@@ -83,6 +84,15 @@ void promote_scalar(StridedView* v) {
   v->rank = 1;
   v->sizes[0] = 1;
   v->strides[0] = 1;
+}
+
+void scalar_bytes(const c10::Scalar& v, c10::ScalarType st, unsigned char (&out)[16]) {
+  AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND3(
+      at::ScalarType::Bool, at::ScalarType::Half, at::ScalarType::BFloat16, st, "stridewise", [&] {
+        const scalar_t x = v.to<scalar_t>();
+        static_assert(sizeof(x) <= sizeof(out), "scalar buffer too small");
+        std::memcpy(out, &x, sizeof(x));
+      });
 }
 
 bool is_expanded(const at::Tensor& t) {

@@ -5,6 +5,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/DispatchKey.h>
+#include <c10/core/Scalar.h>
 #include <c10/core/ScalarType.h>
 
 #include <atomic>
@@ -41,6 +42,10 @@ StridedView to_view(const at::Tensor& t, const char* op, const char* arg, bool w
 // Turns a rank-0 view into a rank-1 view of one element (ATen treats rank 0 like rank 1 in
 // gather/scatter shape checks, so a 0-dim operand may meet a 1-dim one).
 void promote_scalar(StridedView* v);
+
+// `v` in dtype `st`, as bytes (the core's value and alpha scalars), with ATen's conversion
+// (Scalar::to: "value cannot be converted to type ... without overflow" as ATen's kernels).
+void scalar_bytes(const c10::Scalar& v, c10::ScalarType st, unsigned char (&out)[16]);
 
 // True when some dim of size > 1 has stride 0 (an expand()ed operand).
 bool is_expanded(const at::Tensor& t);
@@ -109,6 +114,17 @@ class CallScope {
  private:
   OpStats& stats_;
   int uncaught_;
+};
+
+// ---- ATen's own kernels ----------------------------------------------------------------------
+
+// ATen's structured kernel class with the one output it asks for; only impl() is called (the
+// hand-over to ATen's kernel for a call whose checks passed, where the core has none).
+template <class Structured>
+struct AtenImpl final : Structured {
+  explicit AtenImpl(const at::Tensor& out) : out_(out) {}
+  const at::Tensor& maybe_get_output(int64_t /*output_idx*/) override { return out_; }
+  const at::Tensor& out_;
 };
 
 // ---- switchable aten:: overrides --------------------------------------------------------------

@@ -4,7 +4,6 @@
 #include "scatter.h"
 
 #include <ATen/Context.h>
-#include <ATen/Dispatch.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/ReductionType.h>
@@ -17,6 +16,8 @@
 #include <c10/util/Exception.h>
 
 #include <cstring>
+
+#include "backends.h"
 
 namespace stridewise::adapter {
 
@@ -101,18 +102,6 @@ void count_layouts(OpStats& s, const at::Tensor& self, const at::Tensor& index,
   if (!plan.elems.fits_int32) s.bump(kInt64Offsets);
 }
 
-// The value scalar in self's dtype, with ATen's conversion (Scalar::to, which raises
-// "value cannot be converted to type ... without overflow" like ATen's fill kernels).
-void store_value(const c10::Scalar& v, c10::ScalarType st, ScatterArgs* a) {
-  AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND3(
-      at::ScalarType::Bool, at::ScalarType::Half, at::ScalarType::BFloat16, st, "scatter", [&] {
-        const scalar_t x = v.to<scalar_t>();
-        static_assert(sizeof(x) <= sizeof(a->value), "value buffer too small");
-        std::memcpy(a->value, &x, sizeof(x));
-      });
-  a->has_value = true;
-}
-
 }  // namespace
 
 bool scatter_prepare(const at::Tensor& self, int64_t dim, const at::Tensor& index,
@@ -181,7 +170,8 @@ bool scatter_prepare(const at::Tensor& self, int64_t dim, const at::Tensor& inde
   if (req.src != nullptr) {
     a.src = to_view(*req.src, name, "src");
   } else {
-    store_value(*req.value, self.scalar_type(), &a);
+    scalar_bytes(*req.value, self.scalar_type(), a.value);
+    a.has_value = true;
   }
   // ATen treats rank 0 as rank 1 in the shape checks (a 0-dim operand may meet a 1-dim one).
   promote_scalar(&a.out);
@@ -202,18 +192,6 @@ bool scatter_prepare(const at::Tensor& self, int64_t dim, const at::Tensor& inde
   count_layouts(stats, self, index, req.src, out, call->plan);
   return true;
 }
-
-namespace {
-
-// ATen's structured kernel class with the one output it asks for; only impl() is called.
-template <class Structured>
-struct AtenImpl final : Structured {
-  explicit AtenImpl(const at::Tensor& out) : out_(out) {}
-  const at::Tensor& maybe_get_output(int64_t /*output_idx*/) override { return out_; }
-  const at::Tensor& out_;
-};
-
-}  // namespace
 
 void scatter_fallback(const at::Tensor& self, int64_t dim, const at::Tensor& index,
                       const ScatterRequest& req, const at::Tensor& out) {
@@ -244,20 +222,6 @@ void scatter_fallback(const at::Tensor& self, int64_t dim, const at::Tensor& ind
 }
 
 namespace {
-
-// CPU: nothing to check or guard (the dispatcher only sends all-CPU calls here).
-struct CpuBackend {
-  static constexpr Counter kDevice = kCpu;
-  CpuBackend(const char* /*wrapper*/, const at::Tensor* /*out*/, const at::Tensor& /*self*/,
-             const at::Tensor& /*index*/, const at::Tensor* /*src*/) {}
-  void begin() {}
-  Status run(const ScatterCall& call, ErrorDetail* err) {
-    return scatter_cpu(call.args, call.plan, torch_cpu_executor(), err);
-  }
-  [[noreturn]] void raise(OpCode op, Status st, const ErrorDetail& err) {
-    throw_status(op_name(op), "cpu", st, err);
-  }
-};
 
 using CpuScatter = ScatterOverloads<CpuBackend>;
 

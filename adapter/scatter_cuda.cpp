@@ -1,73 +1,10 @@
-// The scatter family on CUDA: device checks and guard like ATen's generated CUDA wrappers, the
-// deferred error poll, the workspace from torch's caching allocator, the launch on the current
-// stream, and the CUDA registrations of the switchable aten:: overrides. No host
-// synchronization on the default (deferred) path.
-#include <ATen/core/Tensor.h>
-#include <ATen/core/op_registration/adaption.h>
-#include <ATen/ops/empty.h>
-#include <c10/cuda/CUDAGuard.h>
-
-#include <optional>
-#include <string>
-
-#include "cuda_common.h"
+// The scatter family on CUDA: the CUDA registrations of the switchable aten:: overrides over
+// the CUDA backend (cuda_backend.h).
+#include "cuda_backend.h"
 #include "scatter.h"
 
 namespace stridewise::adapter {
 namespace {
-
-struct CudaBackend {
-  static constexpr Counter kDevice = kCuda;
-
-  // What ATen's wrapper_CUDA_<overload>_<name> does first: every tensor argument (out first)
-  // on one device, with c10's wording; then a guard on that device.
-  CudaBackend(const char* wrapper, const at::Tensor* out, const at::Tensor& self,
-              const at::Tensor& index, const at::Tensor* src)
-      : device_(check_devices(wrapper, out, self, index, src)), guard_(device_) {}
-
-  // After the call is counted, as for gather: a bad index recorded by an earlier kernel on
-  // this device is raised now (deferred check mode).
-  void begin() { raise_pending_cuda_error(device_.index()); }
-
-  Status run(const ScatterCall& call, ErrorDetail* err) {
-    const size_t bytes = scatter_cuda_workspace_bytes(call.args, call.plan);
-    at::Tensor workspace;  // caching allocator, current stream: reuse is stream-ordered
-    if (bytes > 0) {
-      workspace = at::empty({static_cast<int64_t>(bytes)},
-                            at::TensorOptions().dtype(at::kByte).device(device_));
-    }
-    return scatter_cuda(call.args, call.plan, bytes > 0 ? workspace.mutable_data_ptr() : nullptr,
-                        bytes, current_cuda_stream(device_.index()), err);
-  }
-
-  [[noreturn]] void raise(OpCode op, Status st, const ErrorDetail& err) {
-    check_cuda_launch(op_name(op), st, err);
-    TORCH_CHECK(false, "stridewise.", op_name(op), " (cuda): unexpected status ", status_name(st));
-  }
-
- private:
-  static c10::Device check_devices(const char* wrapper, const at::Tensor* out,
-                                   const at::Tensor& self, const at::Tensor& index,
-                                   const at::Tensor* src) {
-    const c10::Device d = out != nullptr ? out->device() : self.device();
-    const bool same =
-        self.device() == d && index.device() == d && (src == nullptr || src->device() == d);
-    if (!same) {  // let c10 raise, with ATen's method name
-      const std::string method = std::string("wrapper_CUDA_") + wrapper;
-      std::optional<c10::Device> common;
-      if (out != nullptr)
-        c10::impl::check_and_update_common_device(common, *out, method.c_str(), "out");
-      c10::impl::check_and_update_common_device(common, self, method.c_str(), "self");
-      c10::impl::check_and_update_common_device(common, index, method.c_str(), "index");
-      if (src != nullptr)
-        c10::impl::check_and_update_common_device(common, *src, method.c_str(), "src");
-    }
-    return d;
-  }
-
-  c10::Device device_;
-  c10::cuda::CUDAGuard guard_;
-};
 
 using CudaScatter = ScatterOverloads<CudaBackend>;
 

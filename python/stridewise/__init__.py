@@ -1,6 +1,6 @@
-"""stridewise: PyTorch indexing ops (gather and the scatter family) that are correct for every
-strided layout, never copy an operand, and turn bad indices into catchable errors on CPU and
-CUDA.
+"""stridewise: PyTorch indexing ops (gather, the scatter family, the index_* family and
+embedding) that are correct for every strided layout, never copy an operand, and turn bad
+indices into catchable errors on CPU and CUDA.
 
 Importing the package loads the native library, which registers ``torch.ops.stridewise.*``.
 Nothing changes for ``torch.gather`` / ``torch.scatter*`` until you route them::
@@ -12,7 +12,9 @@ Nothing changes for ``torch.gather`` / ``torch.scatter*`` until you route them::
 
 Supported ops (names for enable/use/stats): "gather", "scatter" (scatter with src or value,
 optionally reduce="add"/"multiply"; in-place and out= forms), "scatter_add" and
-"scatter_reduce" (sum/prod/mean/amax/amin, include_self).
+"scatter_reduce" (sum/prod/mean/amax/amin, include_self); the dim-indexed ops, run as gather and
+scatter over views: "index_select", "index_add", "index_copy", "index_reduce"
+(prod/mean/amax/amin, include_self), "embedding" and "embedding_dense_backward".
 
 All op logic is native; this module only forwards. See docs/python_api.md.
 """
@@ -66,7 +68,9 @@ def _names(ops: Names) -> List[str]:
 
 def supported_ops() -> List[str]:
     """Ops stridewise implements (and enable() accepts):
-    ['gather', 'scatter', 'scatter_add', 'scatter_reduce'] (order not guaranteed)."""
+    ['gather', 'scatter', 'scatter_add', 'scatter_reduce', 'index_select', 'index_add',
+    'index_copy', 'index_reduce', 'embedding', 'embedding_dense_backward'] (order not
+    guaranteed)."""
     return list(_ops._supported())
 
 

@@ -54,6 +54,12 @@ _PACKETS = {
     "scatter": ("scatter", "scatter_"),
     "scatter_add": ("scatter_add", "scatter_add_"),
     "scatter_reduce": ("scatter_reduce", "scatter_reduce_"),
+    "index_select": ("index_select",),
+    "index_add": ("index_add", "index_add_"),
+    "index_copy": ("index_copy", "index_copy_"),
+    "index_reduce": ("index_reduce", "index_reduce_"),
+    "embedding": ("embedding",),
+    "embedding_dense_backward": ("embedding_dense_backward",),
 }
 
 _pass: Optional[Any] = None  # the installed pass object (None: not installed)
