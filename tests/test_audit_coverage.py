@@ -6,7 +6,7 @@ status "native", never the backend's "pass"; the report says who ran each varian
   (JSON, counts, text report); take_along_dim (CompositeImplicitAutograd) is the backend's
   through gather, and its failures stay failures
 - --backend stridewise (when the native library is built): the scatter family and gather are
-  its, index_select is native
+  its, index_fill is native
 - without --backend nothing changes; the dispatcher snapshot and diff on their own
 
 Seeds: STRIDEWISE_SEED when set, else random per run (printed on failure).
@@ -147,11 +147,11 @@ def _stridewise_built() -> bool:
     return r.returncode == 0
 
 
-def test_stridewise_runs_the_scatter_family_and_gather_not_index_select(tmp_path, capsys):
+def test_stridewise_runs_the_scatter_family_and_gather_not_index_fill(tmp_path, capsys):
     if not _stridewise_built():
         pytest.skip("the stridewise native library is not built")
     ops = ("gather", "scatter.src", "scatter.value_reduce", "scatter_add", "scatter_reduce",
-           "index_select")
+           "index_fill")
     rc, rep, text = audit(tmp_path, capsys, "--ops", ",".join(ops), "--matrix", "quick", "--ranks", "1",
                           "--dtypes", "float32,int64", "--backend", "stridewise")
     cov = rep["coverage"]
@@ -159,10 +159,10 @@ def test_stridewise_runs_the_scatter_family_and_gather_not_index_select(tmp_path
         assert {e["ran_by"] for e in cov[op].values()} == {"backend"}, (op, ctx(rep))
         assert rep["ops"][op]["counts"]["native"] == 0, (op, ctx(rep))
     assert cov["scatter_reduce"]["out"]["overloads"] == ["aten::scatter_reduce.two_out"], ctx(rep)
-    assert {e["ran_by"] for e in cov["index_select"].values()} == {"native"}, ctx(rep)
-    c = rep["ops"]["index_select"]["counts"]
+    assert {e["ran_by"] for e in cov["index_fill"].values()} == {"native"}, ctx(rep)
+    c = rep["ops"]["index_fill"]["counts"]
     assert c["pass"] == 0 and c["native"] > 0, ctx(rep)
-    assert "the backend runs 14 of 16 op variants" in text, text
+    assert "the backend runs 14 of 20 op variants" in text, text  # index_fill{,.Tensor}: 6
 
 
 def test_without_a_backend_nothing_changes(tmp_path, capsys):
