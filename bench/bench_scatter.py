@@ -260,7 +260,7 @@ def table(rows):
     return "\n".join(out)
 
 
-def main(argv=None):
+def main(argv=None, name="bench_scatter", title="scatter family: stridewise vs ATen"):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true")
     p.add_argument("--cases", default=",".join(CASE_ORDER))
@@ -300,14 +300,14 @@ def main(argv=None):
         ("- time per call: median over repetitions of (batch time / calls in batch), CUDA events; bytes = "
          "src read + index storage addressed + 2 x out bytes touched" if ln.startswith("- time per call") else ln)
         for ln in header(args, device).replace("gather benchmark", "scatter benchmark").splitlines())
-    text = head + "\n\n## scatter family: stridewise vs ATen\n\n" + table(rows) + "\n"
+    text = head + f"\n\n## {title}\n\n" + table(rows) + "\n"
     out_dir = Path(os.environ["OUT"]) if os.environ.get("OUT") else ROOT / "bench" / "results"
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "bench_scatter.md").write_text(text)
-    (out_dir / "bench_scatter.json").write_text(json.dumps({"header": head, "rows": rows}, indent=1))
+    (out_dir / f"{name}.md").write_text(text)
+    (out_dir / f"{name}.json").write_text(json.dumps({"header": head, "rows": rows}, indent=1))
     # The picture beside the JSON (bench/plot_bench.py); without matplotlib, one line, no failure.
     from plot_bench import plot_or_hint
-    plot_or_hint(out_dir / "bench_scatter.json", out_dir / "bench_scatter.png")
+    plot_or_hint(out_dir / f"{name}.json", out_dir / f"{name}.png")
     print()
     print(text)
 

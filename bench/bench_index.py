@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""stridewise's dim-indexed ops vs ATen on one CUDA device, measured in the same
+run with bench_scatter.py's method and columns (FlagGems is not in this driver yet: see
+docs/index_ops.md).
+
+    PYTHONPATH=python python3 bench/bench_index.py                   # every case, 3 dtypes
+    PYTHONPATH=python python3 bench/bench_index.py --quick --cases moe_index_add --dtypes bfloat16
+    PYTHONPATH=python python3 bench/bench_index.py --device cpu --shrink 16 --quick   # smoke run
+
+Cases (issue 21's list; T*k = 131072 rows of H = 4096 into T = 16384 for the MoE combine):
+  moe_index_add     out (T, H).index_add_(0, tok (T*k), src (T*k, H)): top-k routing, each token
+                    exactly k = 8 times in shuffled order (ATen 4.49 ms bfloat16 / 3.69 ms float32
+                    on the H200, 2026-11-29)
+  moe_index_add_nc  the same with src stored transposed and out a column slice
+  dup_index_add     moe_index_add with every index value in [0, 16): heavy duplicates
+  sorted_index_add  moe_index_add with the index sorted
+  index_amax        moe_index_add's shapes through index_reduce_(..., 'amax')
+  index_mean        the same with 'mean', include_self=False
+  select_rows       index_select(self (65536, 1024), 0, 32768 uniform indices, out=)
+  select_rows_topk  the same with 32768 indices clustered as top-k results (sorted runs)
+  select_cols       index_select(self (4096, 4096), 1, 2048 uniform indices, out=)
+  select_cols_nc    the same from a transposed self
+  copy_rows         out (65536, 1024).index_copy_(0, 32768 distinct rows, src)
+  embedding_fwd     embedding.out(weight (65536, 1024), ids (32, 1024) uniform)
+  embedding_bwd     embedding_dense_backward(grad (32, 1024, 1024), ids, 65536) copied into a
+                    preallocated out (the copy is in both sides' time)
+Each case also runs in deterministic mode for ours and ATen ("det" columns). The results go to
+$OUT (or bench/results) as bench_index.md / .json / .png.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_scatter as bs  # noqa: E402
+from bench_scatter import _randn  # noqa: E402
+
+
+def _moe_rows(device, gen, shrink, pattern):
+    T, H, k = 16384 // shrink, 4096 // min(shrink, 16), 8
+    if pattern == "dup":
+        tok = torch.randint(0, min(16, T), (T * k,), device=device, generator=gen)
+    else:
+        tok = torch.arange(T, device=device).repeat_interleave(k)
+        if pattern != "sorted":
+            tok = tok[torch.randperm(T * k, device=device, generator=gen)]
+    return T, H, k, tok
+
+
+def moe(reduce="add", pattern="topk", contiguous=True):
+    def make(dtype, device, gen, shrink):
+        T, H, k, tok = _moe_rows(device, gen, shrink, pattern)
+        if contiguous:
+            out, src = _randn((T, H), dtype, device, gen), _randn((T * k, H), dtype, device, gen)
+        else:
+            out = _randn((T, H + 64), dtype, device, gen)[:, :H]
+            src = _randn((H, T * k), dtype, device, gen).t()
+        if reduce == "add":
+            fn = lambda o, i, s: o.index_add_(0, i, s)  # noqa: E731
+        elif reduce == "mean":
+            fn = lambda o, i, s: o.index_reduce_(0, i, s, "mean", include_self=False)  # noqa: E731
+        else:
+            fn = lambda o, i, s: o.index_reduce_(0, i, s, reduce)  # noqa: E731
+        nc = "" if contiguous else " (src transposed, out a slice)"
+        return out, tok, src, fn, f"out ({T},{H}) <- ({T * k},{H}) {pattern}{nc}", 0
+    return make
+
+
+def select(dim, pattern="uniform", transposed=False):
+    def make(dtype, device, gen, shrink):
+        if dim == 0:
+            N, D, M = 65536 // shrink, 1024 // min(shrink, 8), 32768 // shrink
+            self_ = _randn((N, D), dtype, device, gen)
+        else:
+            N, D, M = 4096 // shrink, 4096 // shrink, 2048 // shrink
+            self_ = _randn((D, N), dtype, device, gen).t() if transposed else \
+                _randn((N, D), dtype, device, gen)
+        n_dim = self_.size(dim)
+        if pattern == "topk":  # runs of neighbouring rows, as top-k results sorted by position
+            idx = (torch.randint(0, n_dim, (M // 8, 1), device=device, generator=gen)
+                   + torch.arange(8, device=device)).clamp_max(n_dim - 1).view(-1)
+        else:
+            idx = torch.randint(0, n_dim, (M,), device=device, generator=gen)
+        shape = list(self_.shape)
+        shape[dim] = M
+        out = torch.empty(shape, dtype=dtype, device=device)
+        fn = lambda o, i, s: torch.index_select(s, dim, i, out=o)  # noqa: E731
+        return out, idx, self_, fn, f"({tuple(self_.shape)}) dim {dim} <- {M} {pattern}", 0
+    return make
+
+
+def copy_rows(dtype, device, gen, shrink):
+    N, M, D = 65536 // shrink, 32768 // shrink, 1024 // min(shrink, 8)
+    rows = torch.randperm(N, device=device, generator=gen)[:M]
+    return (_randn((N, D), dtype, device, gen), rows, _randn((M, D), dtype, device, gen),
+            lambda o, i, s: o.index_copy_(0, i, s), f"out ({N},{D}) <- rows ({M},{D})", 0)
+
+
+def embedding(backward):
+    def make(dtype, device, gen, shrink):
+        N, D, B, L = 65536 // shrink, 1024 // min(shrink, 8), 32, 1024 // shrink
+        ids = torch.randint(0, N, (B, L), device=device, generator=gen)
+        if backward:
+            grad = _randn((B, L, D), dtype, device, gen)
+            fn = lambda o, i, s: o.copy_(  # noqa: E731
+                torch.ops.aten.embedding_dense_backward(s, i, o.shape[0], -1, False))
+            return torch.empty(N, D, dtype=dtype, device=device), ids, grad, fn, \
+                f"grad ({B},{L},{D}) -> ({N},{D})", 0
+        w = _randn((N, D), dtype, device, gen)
+        fn = lambda o, i, s: torch.ops.aten.embedding.out(s, i, out=o)  # noqa: E731
+        return torch.empty(B, L, D, dtype=dtype, device=device), ids, w, fn, \
+            f"weight ({N},{D}) <- ids ({B},{L})", 0
+    return make
+
+
+CASES = {
+    "moe_index_add": (moe(), "index_add"),
+    "moe_index_add_nc": (moe(contiguous=False), "index_add"),
+    "dup_index_add": (moe(pattern="dup"), "index_add"),
+    "sorted_index_add": (moe(pattern="sorted"), "index_add"),
+    "index_amax": (moe("amax"), "index_reduce"),
+    "index_mean": (moe("mean"), "index_reduce"),
+    "select_rows": (select(0), "index_select"),
+    "select_rows_topk": (select(0, "topk"), "index_select"),
+    "select_cols": (select(1), "index_select"),
+    "select_cols_nc": (select(1, transposed=True), "index_select"),
+    "copy_rows": (copy_rows, "index_copy"),
+    "embedding_fwd": (embedding(False), "embedding"),
+    "embedding_bwd": (embedding(True), "embedding_dense_backward"),
+}
+
+
+def main(argv=None):
+    # bench_scatter's driver, with these cases and op names, writing bench_index.*
+    bs.MAKERS.clear()
+    bs.OP_OF.clear()
+    for name, (make, op) in CASES.items():
+        bs.MAKERS[name] = make
+        bs.OP_OF[name] = op
+    bs.CASE_ORDER[:] = list(CASES)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not any(a.startswith("--cases") for a in argv):
+        argv += ["--cases", ",".join(CASES)]
+    bs.main(argv, name="bench_index", title="dim-indexed ops: stridewise vs ATen")
+
+
+if __name__ == "__main__":
+    main()
