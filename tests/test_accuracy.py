@@ -57,3 +57,15 @@ def test_the_floor_and_the_shape(seed):
     far[int(ref.abs().argmax())] *= 1 + 64 * torch.finfo(torch.float32).eps
     assert accuracy.float64_problem("x", far, native, ref)
     assert "vs native" in accuracy.float64_problem("x", native[:3], native, ref)
+
+
+def test_complex_errors_count_the_imaginary_part(seed):
+    """A wrong imaginary part is an error (a float64 cast would drop it, and with it the check)."""
+    g = torch.Generator().manual_seed(seed)
+    ref = torch.randn(50, dtype=torch.complex128, generator=g)
+    x = ref.to(torch.complex64)
+    assert accuracy.scaled_error(x, ref) < 1e-6
+    bad = x.clone()
+    bad[7] = complex(bad[7].real.item(), bad[7].imag.item() + 1.0)
+    assert accuracy.scaled_error(bad, ref) > 0.1
+    assert accuracy.float64_problem("z", bad, x, ref) is not None

@@ -60,8 +60,10 @@ def unordered(device) -> bool:
 
 
 def scaled_error(x: torch.Tensor, ref: torch.Tensor) -> float:
-    """max|x - ref| / max|ref| in float64 (max|x - ref| when ref is all zero)."""
-    x, ref = x.detach().to(torch.float64).cpu(), ref.detach().to(torch.float64).cpu()
+    """max|x - ref| / max|ref| in float64 (max|x - ref| when ref is all zero); complex tensors
+    in complex128, |.| the modulus (a cast to float64 would drop the imaginary parts)."""
+    wide = torch.complex128 if (x.is_complex() or ref.is_complex()) else torch.float64
+    x, ref = x.detach().to(wide).cpu(), ref.detach().to(wide).cpu()
     if x.numel() == 0:
         return 0.0
     scale = ref.abs().max().item()
