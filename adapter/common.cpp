@@ -95,6 +95,17 @@ void scalar_bytes(const c10::Scalar& v, c10::ScalarType st, unsigned char (&out)
       });
 }
 
+void count_layouts(OpStats& s, const at::Tensor& self, const at::Tensor& index,
+                   const at::Tensor* src, const at::Tensor& out, bool int64_offsets) {
+  if (!index.is_contiguous()) s.bump(kNoncontigIndex);
+  if (!self.is_contiguous()) s.bump(kNoncontigSelf);
+  if (!out.is_contiguous()) s.bump(kNoncontigOut);
+  if (src != nullptr && !src->is_contiguous()) s.bump(kNoncontigSrc);
+  if (is_expanded(index)) s.bump(kExpandedIndex);
+  if (src != nullptr && is_expanded(*src)) s.bump(kExpandedSrc);
+  if (int64_offsets) s.bump(kInt64Offsets);
+}
+
 bool is_expanded(const at::Tensor& t) {
   const auto sizes = t.sizes();
   const auto strides = t.strides();

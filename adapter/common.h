@@ -90,6 +90,11 @@ struct OpStats {
   void bump(Counter c) { counters[c].fetch_add(1, std::memory_order_relaxed); }
 };
 
+// Counts one call's layouts: non-contiguous index / self / out / src (src may be null),
+// expanded (stride-0) index and src, and whether the plan needed 64-bit offsets.
+void count_layouts(OpStats& s, const at::Tensor& self, const at::Tensor& index,
+                   const at::Tensor* src, const at::Tensor& out, bool int64_offsets);
+
 // Returns the (process-lifetime) stats entry for `op`, creating it on first use. An op is
 // "supported" (listed by supported_ops(), accepted by enable()) once it registered here; op
 // files do so from a namespace-scope initializer, so the list is complete after loading.

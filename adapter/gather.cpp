@@ -77,12 +77,8 @@ bool gather_prepare(const at::Tensor& self, int64_t dim, const at::Tensor& index
   if (st != Status::kOk) throw_status("gather", self.is_cuda() ? "cuda" : "cpu", st, err);
 
   OpStats& s = gather_stats();
-  if (!index.is_contiguous()) s.bump(kNoncontigIndex);
-  if (!self.is_contiguous()) s.bump(kNoncontigSelf);
-  if (!out.is_contiguous()) s.bump(kNoncontigOut);
-  if (is_expanded(index)) s.bump(kExpandedIndex);
+  count_layouts(s, self, index, nullptr, out, !call->plan.loop.fits_int32);
   if (call->plan.vec > 1) s.bump(kVectorized);
-  if (!call->plan.loop.fits_int32) s.bump(kInt64Offsets);
   return true;
 }
 

@@ -74,16 +74,6 @@ bool ranks_ok(std::initializer_list<const at::Tensor*> ts, int64_t extra = 0) {
   return true;
 }
 
-void count_layouts(OpStats& s, const at::Tensor& self, const at::Tensor& index,
-                   const at::Tensor* src, const at::Tensor& out, bool int64_offsets) {
-  if (!index.is_contiguous()) s.bump(kNoncontigIndex);
-  if (!self.is_contiguous()) s.bump(kNoncontigSelf);
-  if (!out.is_contiguous()) s.bump(kNoncontigOut);
-  if (src != nullptr && !src->is_contiguous()) s.bump(kNoncontigSrc);
-  if (src != nullptr && is_expanded(*src)) s.bump(kExpandedSrc);
-  if (int64_offsets) s.bump(kInt64Offsets);
-}
-
 // The 1-D (or 0-dim) index seen with like's sizes: it steps along `dim` only.
 StridedView index_along(const at::Tensor& index, const StridedView& like, int64_t dim,
                         const char* op) {

@@ -91,17 +91,6 @@ bool rank_ok(const at::Tensor& t) {
   return t.dim() <= kMaxRank;
 }
 
-void count_layouts(OpStats& s, const at::Tensor& self, const at::Tensor& index,
-                   const at::Tensor* src, const at::Tensor& out, const ScatterPlan& plan) {
-  if (!index.is_contiguous()) s.bump(kNoncontigIndex);
-  if (!self.is_contiguous()) s.bump(kNoncontigSelf);
-  if (!out.is_contiguous()) s.bump(kNoncontigOut);
-  if (src != nullptr && !src->is_contiguous()) s.bump(kNoncontigSrc);
-  if (is_expanded(index)) s.bump(kExpandedIndex);
-  if (src != nullptr && is_expanded(*src)) s.bump(kExpandedSrc);
-  if (!plan.elems.fits_int32) s.bump(kInt64Offsets);
-}
-
 }  // namespace
 
 bool scatter_prepare(const at::Tensor& self, int64_t dim, const at::Tensor& index,
@@ -189,7 +178,7 @@ bool scatter_prepare(const at::Tensor& self, int64_t dim, const at::Tensor& inde
     return false;
   }
   if (st != Status::kOk) throw_status(name, self.is_cuda() ? "cuda" : "cpu", st, err);
-  count_layouts(stats, self, index, req.src, out, call->plan);
+  count_layouts(stats, self, index, req.src, out, !call->plan.elems.fits_int32);
   return true;
 }
 
