@@ -20,8 +20,6 @@ const char* op_name(OpCode op) {
       return "index_add";
     case OpCode::kIndexCopy:
       return "index_copy";
-    case OpCode::kIndexFill:
-      return "index_fill";
     case OpCode::kIndexReduce:
       return "index_reduce";
     case OpCode::kEmbedding:

@@ -29,10 +29,9 @@ enum class OpCode : int32_t {
   kIndexSelect = 5,
   kIndexAdd = 6,
   kIndexCopy = 7,
-  kIndexFill = 8,
-  kIndexReduce = 9,
-  kEmbedding = 10,
-  kEmbeddingBackward = 11,  // embedding_dense_backward
+  kIndexReduce = 8,
+  kEmbedding = 9,
+  kEmbeddingBackward = 10,  // embedding_dense_backward
 };
 
 const char* op_name(OpCode op);
