@@ -8,6 +8,7 @@
 
 #include "stridewise/cuda_errors.h"
 #include "stridewise/gather.h"
+#include "stridewise/index_k.h"
 #include "stridewise/scatter.h"
 
 namespace stridewise {
@@ -65,6 +66,14 @@ size_t scatter_cuda_workspace_bytes(const ScatterArgs&, const ScatterPlan&) {
 Status scatter_cuda(const ScatterArgs&, const ScatterPlan&, void*, size_t, void*,
                     ErrorDetail* err) {
   return not_compiled(err, "scatter_cuda");
+}
+
+size_t index_k_cuda_workspace_bytes(const IndexKArgs&, const IndexKPlan&) {
+  return 0;
+}
+
+Status index_k_cuda(const IndexKArgs&, const IndexKPlan&, void*, size_t, void*, ErrorDetail* err) {
+  return not_compiled(err, "index_k_cuda");
 }
 
 Status gather_cuda(const GatherArgs&, void*, ErrorDetail* err) {

@@ -26,6 +26,14 @@ const char* op_name(OpCode op) {
       return "embedding";
     case OpCode::kEmbeddingBackward:
       return "embedding_dense_backward";
+    case OpCode::kIndex:
+      return "index";
+    case OpCode::kIndexPut:
+      return "index_put_";
+    case OpCode::kTake:
+      return "take";
+    case OpCode::kPut:
+      return "put";
     case OpCode::kUnknown:
       break;
   }

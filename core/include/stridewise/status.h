@@ -32,6 +32,11 @@ enum class OpCode : int32_t {
   kIndexReduce = 8,
   kEmbedding = 9,
   kEmbeddingBackward = 10,  // embedding_dense_backward
+  // Advanced indexing (index_k.h): k index tensors at once, or a flat position.
+  kIndex = 11,     // index.Tensor (x[i], x[:, i], x[i, j], x[mask])
+  kIndexPut = 12,  // index_put_ / index_put / _index_put_impl_
+  kTake = 13,
+  kPut = 14,
 };
 
 const char* op_name(OpCode op);

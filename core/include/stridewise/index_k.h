@@ -1,0 +1,119 @@
+// Indexing through k index tensors at once: index.Tensor (x[i], x[:, i], x[i, j], x[mask]),
+// index_put_ (x[i] = v, x[i] += v), take and put. The same descriptor as gather/scatter with
+// k indexed dims instead of one (indexed_op.h: role read or write, combine copy or add).
+//
+// Every operand is a view over one iteration shape (the result's shape for index/take, the
+// broadcast values' shape for index_put_/put). For each position p of that shape:
+//
+//   off(p) = self(p) + sum_j term_j(p)
+//   read  (index, take):      out[p] = self_data[off(p)]
+//   write (index_put_, put):  self_data[off(p)] = src[p]      (combine copy)
+//                             self_data[off(p)] += src[p]     (combine add)
+//
+// where self(p) is `self` restrided onto the iteration shape (the dims the index tensors do
+// not address map onto the result's dims; stride 0 along the broadcast index dims), and:
+//  - IndexMode::kSum (index, index_put_): term j reads index[j][p] = v, valid in
+//    [-term_size[j], term_size[j]), wrapped when negative; term_j = v * term_stride[j].
+//    Each index[j] is a view over the iteration shape (broadcast index tensors: stride 0).
+//  - IndexMode::kUnravel (take, put): k = 1; v = index[0][p] is a position in `flat`'s
+//    logical (row-major) order, valid in [-flat.numel(), flat.numel()), wrapped; term_0 = the
+//    offset of that position, unravelled over `target`'s sizes and strides (any strides: a
+//    non-contiguous self is never reshaped or copied). `self` then has all strides 0.
+//
+// Contract (the adapter checks ATen's rules and wording first):
+//  - 1 <= k <= kMaxIndexTerms; every operand has the iteration shape's rank and sizes; index
+//    dtypes are kInt32 or kInt64 (each index[j] its own); out/src/self share one dtype.
+//  - read: out overlaps nothing else and no two out positions share memory.
+//  - write: self is written in place; it overlaps neither src nor an index, and self's
+//    own view (`target`) has no internal overlap.
+//  - Any strides (including 0) on every operand; nothing is ever copied.
+// Bad index values are never used to address memory. Read: CPU returns kIndexOutOfRange with
+// the first bad element in plan order (out may be partly written, as with ATen); CUDA skips
+// it and records it (cuda_errors.h). Write: a call that meets a bad value writes nothing
+// (CPU checks every value first; CUDA runs a validation pass and a per-call abort word, as
+// the scatter family does). ErrorDetail: dim = term_dim[j] (kUnravel: -1), value = the value
+// as given (unwrapped), lo = -size, hi = size.
+// Determinism: the CPU writes in the iteration's row-major order on one thread, so the last
+// writer in index order wins and sums add in index order. CUDA with `deterministic` set and a
+// write that could meet duplicates returns kUnsupported (the adapter leaves it to ATen).
+// Accumulation: float16/bfloat16 and the narrow integers add in float32/int32 (a workspace
+// over `target`'s span on CUDA, rounded once), as scatter_add does.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "stridewise/cpu_exec.h"
+#include "stridewise/indexed_op.h"
+#include "stridewise/layout.h"
+#include "stridewise/status.h"
+#include "stridewise/view.h"
+
+namespace stridewise {
+
+// Index tensors one call takes (x[i, j, k, l]; a bool mask over m dims counts m). More falls
+// back to ATen (the adapter counts it).
+constexpr int kMaxIndexTerms = 4;
+
+enum class IndexMode : uint8_t { kSum, kUnravel };
+
+struct IndexKArgs {
+  StridedView out;   // read: the result (iteration shape). write: unused
+  StridedView self;  // the indexed tensor, restrided onto the iteration shape
+  StridedView src;   // write: the values over the iteration shape (stride 0 = broadcast)
+  // self as a tensor: its own sizes and strides, data = self.data. kUnravel: what a position
+  // is unravelled over. Write: the overlap check and the CUDA workspace's span. Read, kSum:
+  // unused.
+  StridedView target;
+  int k = 1;
+  StridedView index[kMaxIndexTerms];
+  int64_t term_size[kMaxIndexTerms] = {};    // kSum: self.size(d_j)
+  int64_t term_stride[kMaxIndexTerms] = {};  // kSum: self.stride(d_j)
+  int64_t term_dim[kMaxIndexTerms] = {};     // kSum: d_j, for error reports
+  IndexMode mode = IndexMode::kSum;
+  IndexedOpDesc desc{OpCode::kIndex, IndexRole::kRead, Combine::kCopy, true};
+  bool deterministic = false;
+};
+
+// Operand order in the plan: the written operand first (the planner walks it in memory order).
+enum IndexKOperand : int { kIkWritten = 0, kIkOther = 1, kIkIndex0 = 2 };
+constexpr int kIkOperands = 2 + kMaxIndexTerms;
+
+struct IndexKPlan {
+  // Over the iteration shape: operands (written, other, index_0 .. index_{K-1}); read:
+  // written = out, other = self; write: written = self, other = src. Unused index slots have
+  // stride 0.
+  LoopPlan<kIkOperands> loop;
+  // kUnravel: target's dims, fastest first, in logical order (only merged, never reordered),
+  // for the offset calculator that unravels a position.
+  LoopPlan<1> unravel;
+  int64_t flat_numel = 0;  // kUnravel: target.numel()
+  // Vector width in elements (1 = scalar): the fastest planned dim has every index stride 0,
+  // unit stride in out/self (or self/src), and vec divides every size/stride it must.
+  int vec = 1;
+  // Write: whether two positions could reach one element (any term, or a stride-0 dim of
+  // self's restrided view); false lets deterministic CUDA writes run.
+  bool may_collide = true;
+};
+
+// Validates the contract above (cheap, host only) and plans the loops.
+Status plan_index_k(const IndexKArgs& args, IndexKPlan* plan, ErrorDetail* err);
+
+// Whether the core runs this dtype with this combine (copy: every sized dtype; add: as
+// scatter_supports).
+bool index_k_supports(DType t, Combine c);
+
+// As with gather, the plan-taking forms require the plan of a successful plan_index_k on these
+// very args.
+Status index_k_cpu(const IndexKArgs& args, const IndexKPlan& plan, const CpuExecutor& exec,
+                   ErrorDetail* err);
+
+// CUDA: device workspace in bytes (0 when none): the float32/int32 accumulator for narrow
+// types, and nothing else. Same rules as scatter_cuda_workspace_bytes.
+size_t index_k_cuda_workspace_bytes(const IndexKArgs& args, const IndexKPlan& plan);
+
+// `stream` is a cudaStream_t. Asynchronous. kNotCompiled in builds without CUDA.
+Status index_k_cuda(const IndexKArgs& args, const IndexKPlan& plan, void* workspace,
+                    size_t workspace_bytes, void* stream, ErrorDetail* err);
+
+}  // namespace stridewise

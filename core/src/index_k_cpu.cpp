@@ -1,0 +1,302 @@
+// Advanced indexing on the CPU; see index_k.h for the contract.
+//
+// One walker for both roles: the planned loop nest is walked row by row (the fastest planned
+// dim), the slower dims advance as an odometer over byte offsets of every operand. A position's
+// address in self is its restrided offset plus the k terms (index_k.h); a row whose index
+// strides are all 0 forms its terms once.
+//  - read: chunks in parallel; a chunk stops at its first bad value and publishes its position
+//    with an atomic min, so the report is the first bad position in plan order whatever the
+//    thread count (as gather_cpu does).
+//  - write: every index value is checked first (in parallel, read only); then one thread writes
+//    in the iteration's row-major order, so duplicates resolve in index order: the last writer
+//    wins for copy, sums add in that order (rounded per step in the storage type, as ATen's
+//    CPU kernel does).
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "elem_types.h"
+#include "scatter_arith.h"
+#include "stridewise/index_k.h"
+
+namespace stridewise {
+namespace {
+
+constexpr int64_t kGrain = 32768;
+constexpr int64_t kNoError = std::numeric_limits<int64_t>::max();
+constexpr int kN = kIkOperands;
+
+struct Job {
+  const IndexKArgs* a = nullptr;
+  LoopPlan<kN> loop;  // the walked plan (write: row-major order of the iteration shape)
+  int64_t bstrides[kN][kMaxRank] = {};
+  char* base[kN] = {};
+  int64_t es = 0;
+  bool idx64[kMaxIndexTerms] = {};
+  int64_t term_bstride[kMaxIndexTerms] = {};
+  int64_t unravel_bstrides[kMaxRank] = {};
+  std::atomic<int64_t> first_bad{kNoError};
+};
+
+int64_t load_index(const char* p, bool is64) {
+  if (is64) {
+    int64_t v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  }
+  int32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// Byte offset the k terms add at one position, or false (and *bad_term = j) for a bad value.
+bool terms(const Job& j, const int64_t* off, int64_t* out, int* bad_term) {
+  const IndexKArgs& a = *j.a;
+  int64_t t = 0;
+  if (a.mode == IndexMode::kUnravel) {
+    int64_t v = load_index(j.base[kIkIndex0] + off[kIkIndex0], j.idx64[0]);
+    const int64_t n = a.target.numel();
+    if (v < -n || v >= n) return *bad_term = 0, false;
+    if (v < 0) v += n;
+    for (int d = a.target.rank - 1; d >= 0 && v > 0; --d) {  // row-major: last dim fastest
+      const int64_t s = a.target.sizes[d];
+      t += (v % s) * j.unravel_bstrides[d];
+      v /= s;
+    }
+    *out = t;
+    return true;
+  }
+  for (int k = 0; k < a.k; ++k) {
+    int64_t v = load_index(j.base[kIkIndex0 + k] + off[kIkIndex0 + k], j.idx64[k]);
+    const int64_t n = a.term_size[k];
+    if (v < -n || v >= n) return *bad_term = k, false;
+    if (v < 0) v += n;
+    t += v * j.term_bstride[k];
+  }
+  *out = t;
+  return true;
+}
+
+// Walks positions [begin, end) of j.loop, calling row(off, n) for each run of the fastest dim
+// (off: byte offsets of the run's first position). row returns the offset in the run of a
+// position that stops the walk, or -1; walk returns the stopping position or -1.
+template <typename Row>
+int64_t walk(const Job& j, int64_t begin, int64_t end, Row&& row) {
+  const LoopPlan<kN>& L = j.loop;
+  const int rank = L.rank > 0 ? L.rank : 1;
+  int64_t coord[kMaxRank] = {};
+  int64_t off[kN] = {};
+  int64_t rest = begin;
+  for (int d = 0; d < L.rank; ++d) {
+    coord[d] = rest % L.sizes[d];
+    rest /= L.sizes[d];
+    for (int k = 0; k < kN; ++k) off[k] += coord[d] * j.bstrides[k][d];
+  }
+  const int64_t n0 = L.rank > 0 ? L.sizes[0] : 1;
+  int64_t pos = begin;
+  for (;;) {
+    const int64_t n = std::min(n0 - coord[0], end - pos);
+    const int64_t stop = row(off, n);
+    if (stop >= 0) return pos + stop;
+    pos += n;
+    if (pos >= end) return -1;
+    for (int k = 0; k < kN; ++k) off[k] -= coord[0] * j.bstrides[k][0];
+    coord[0] = 0;
+    for (int d = 1; d < rank; ++d) {
+      for (int k = 0; k < kN; ++k) off[k] += j.bstrides[k][d];
+      if (++coord[d] < L.sizes[d]) break;
+      for (int k = 0; k < kN; ++k) off[k] -= L.sizes[d] * j.bstrides[k][d];
+      coord[d] = 0;
+    }
+  }
+}
+
+bool row_shares_terms(const Job& j) {
+  for (int k = 0; k < kMaxIndexTerms; ++k)
+    if (j.bstrides[kIkIndex0 + k][0] != 0) return false;
+  return j.a->mode == IndexMode::kSum;
+}
+
+// Visits each position of a row with (offsets, term); stops at a bad value.
+template <typename F>
+int64_t each_in_row(const Job& j, const int64_t* off0, int64_t n, F&& f) {
+  int64_t off[kN];
+  std::copy(off0, off0 + kN, off);
+  const bool shared = row_shares_terms(j);
+  int64_t t = 0;
+  int bad = 0;
+  if (shared && !terms(j, off, &t, &bad)) return 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!shared && !terms(j, off, &t, &bad)) return i;
+    f(off, t);
+    for (int k = 0; k < kN; ++k) off[k] += j.bstrides[k][0];
+  }
+  return -1;
+}
+
+void publish_bad(std::atomic<int64_t>& first_bad, int64_t pos) {
+  int64_t cur = first_bad.load(std::memory_order_relaxed);
+  while (pos < cur && !first_bad.compare_exchange_weak(cur, pos, std::memory_order_relaxed)) {
+  }
+}
+
+void read_range(void* ctx, int64_t begin, int64_t end) {
+  Job& j = *static_cast<Job*>(ctx);
+  if (j.first_bad.load(std::memory_order_relaxed) < begin) return;
+  const size_t es = static_cast<size_t>(j.es);
+  const int64_t stop = walk(j, begin, end, [&](const int64_t* off, int64_t n) {
+    const bool runs = j.bstrides[kIkWritten][0] == j.es && j.bstrides[kIkOther][0] == j.es;
+    if (runs && row_shares_terms(j)) {  // one contiguous run under one set of index values
+      int64_t t = 0;
+      int bad = 0;
+      if (!terms(j, off, &t, &bad)) return int64_t(0);
+      std::memcpy(j.base[kIkWritten] + off[kIkWritten], j.base[kIkOther] + off[kIkOther] + t,
+                  static_cast<size_t>(n) * es);
+      return int64_t(-1);
+    }
+    return each_in_row(j, off, n, [&](const int64_t* o, int64_t t) {
+      std::memcpy(j.base[kIkWritten] + o[kIkWritten], j.base[kIkOther] + o[kIkOther] + t, es);
+    });
+  });
+  if (stop >= 0) publish_bad(j.first_bad, stop);
+}
+
+void check_range(void* ctx, int64_t begin, int64_t end) {
+  Job& j = *static_cast<Job*>(ctx);
+  if (j.first_bad.load(std::memory_order_relaxed) < begin) return;
+  const int64_t stop = walk(j, begin, end, [&](const int64_t* off, int64_t n) {
+    return each_in_row(j, off, n, [](const int64_t*, int64_t) {});
+  });
+  if (stop >= 0) publish_bad(j.first_bad, stop);
+}
+
+// The write pass, on one thread, after every value checked.
+Status write_all(const Job& j) {
+  const IndexKArgs& a = *j.a;
+  const size_t es = static_cast<size_t>(j.es);
+  auto run = [&](auto&& put) {
+    walk(j, 0, j.loop.numel, [&](const int64_t* off, int64_t n) {
+      return each_in_row(j, off, n, [&](const int64_t* o, int64_t t) {
+        put(j.base[kIkWritten] + o[kIkWritten] + t, j.base[kIkOther] + o[kIkOther]);
+      });
+    });
+    return Status::kOk;
+  };
+  if (a.desc.combine == Combine::kCopy)
+    return run([&](char* dst, const char* src) { std::memcpy(dst, src, es); });
+  return elem::with_type(a.self.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = scatter_arith::Conv<T>;
+    using A = scatter_arith::AccOf<T>;
+    return run([&](char* dst, const char* src) {
+      T d, s;
+      std::memcpy(&d, dst, sizeof d);
+      std::memcpy(&s, src, sizeof s);
+      const T r = C::store(scatter_arith::Ops<A>::add(C::load(d), C::load(s)));
+      std::memcpy(dst, &r, sizeof r);
+    });
+  });
+}
+
+void fill_job(Job& j, const IndexKArgs& a, const LoopPlan<kN>& loop) {
+  j.a = &a;
+  j.loop = loop;
+  j.es = elem_size(a.self.dtype);
+  const bool w = a.desc.role == IndexRole::kWrite;
+  int64_t unit[kN];
+  unit[kIkWritten] = unit[kIkOther] = j.es;
+  j.base[kIkWritten] = static_cast<char*>(w ? a.self.data : a.out.data);
+  j.base[kIkOther] = static_cast<char*>(w ? a.src.data : a.self.data);
+  for (int k = 0; k < kMaxIndexTerms; ++k) {
+    const bool live = k < a.k;
+    j.idx64[k] = live && a.index[k].dtype == DType::kInt64;
+    unit[kIkIndex0 + k] = live ? elem_size(a.index[k].dtype) : 0;
+    j.base[kIkIndex0 + k] = live ? static_cast<char*>(a.index[k].data) : nullptr;
+    j.term_bstride[k] = live ? a.term_stride[k] * j.es : 0;
+  }
+  for (int d = 0; d < loop.rank; ++d)
+    for (int k = 0; k < kN; ++k) j.bstrides[k][d] = loop.strides[k][d] * unit[k];
+  for (int d = 0; d < a.target.rank; ++d) j.unravel_bstrides[d] = a.target.strides[d] * j.es;
+}
+
+// The iteration shape in row-major order (index order): a position counter as operand 0 makes
+// plan_loop keep that order and merge only what every operand lets it.
+LoopPlan<kN> logical_plan(const IndexKArgs& a) {
+  const StridedView& dense = a.src;
+  int64_t counter[kMaxRank];
+  int64_t acc = 1;
+  for (int d = dense.rank - 1; d >= 0; --d) {
+    counter[d] = acc;
+    acc *= dense.sizes[d];
+  }
+  static const int64_t kZeros[kMaxRank] = {};
+  const int64_t* strides[kN + 1];
+  strides[0] = counter;
+  strides[1 + kIkWritten] = a.self.strides;
+  strides[1 + kIkOther] = a.src.strides;
+  for (int k = 0; k < kMaxIndexTerms; ++k)
+    strides[1 + kIkIndex0 + k] = k < a.k ? a.index[k].strides : kZeros;
+  const LoopPlan<kN + 1> p = plan_loop<kN + 1>(dense.rank, dense.sizes, strides);
+  LoopPlan<kN> q;
+  q.rank = p.rank;
+  q.numel = p.numel;
+  q.fits_int32 = p.fits_int32;
+  for (int d = 0; d < p.rank; ++d) {
+    q.sizes[d] = p.sizes[d];
+    q.perm[d] = p.perm[d];
+    for (int k = 0; k < kN; ++k) q.strides[k][d] = p.strides[k + 1][d];
+  }
+  return q;
+}
+
+Status report_bad(const Job& j, int64_t pos, ErrorDetail* err) {
+  const IndexKArgs& a = *j.a;
+  if (err) {
+    int64_t off[kN];
+    for (int k = 0; k < kN; ++k) off[k] = plan_offset(j.loop, k, pos);
+    for (int k = kIkIndex0; k < kN; ++k) {
+      const int64_t unit = k - kIkIndex0 < a.k ? elem_size(a.index[k - kIkIndex0].dtype) : 0;
+      off[k] *= unit;
+    }
+    int64_t t = 0;
+    int bad = 0;
+    terms(j, off, &t, &bad);
+    *err = ErrorDetail{};
+    err->status = Status::kIndexOutOfRange;
+    err->op = a.desc.op;
+    err->value = load_index(j.base[kIkIndex0 + bad] + off[kIkIndex0 + bad], j.idx64[bad]);
+    const int64_t n = a.mode == IndexMode::kUnravel ? a.target.numel() : a.term_size[bad];
+    err->dim = a.mode == IndexMode::kUnravel ? -1 : a.term_dim[bad];
+    err->lo = -n;
+    err->hi = n;
+    err->position = pos;
+    err->message = format_index_error(*err);
+  }
+  return Status::kIndexOutOfRange;
+}
+
+}  // namespace
+
+Status index_k_cpu(const IndexKArgs& args, const IndexKPlan& plan, const CpuExecutor& exec,
+                   ErrorDetail* err) {
+  if (err) *err = ErrorDetail{};
+  if (plan.loop.numel == 0) return Status::kOk;
+  const CpuExecutor& ex = exec.parallel_for ? exec : serial_cpu_executor();
+  const bool w = args.desc.role == IndexRole::kWrite;
+  Job job;
+  fill_job(job, args, w ? logical_plan(args) : plan.loop);
+  ex.parallel_for(ex.self, job.loop.numel, kGrain, w ? &check_range : &read_range, &job);
+  const int64_t bad = job.first_bad.load();
+  if (bad != kNoError) return report_bad(job, bad, err);
+  if (!w) return Status::kOk;
+  const Status s = write_all(job);
+  if (s != Status::kOk)
+    return detail::fail_op(err, args.desc.op, s,
+                           std::string(op_name(args.desc.op)) + "(): add is not implemented for " +
+                               dtype_name(args.self.dtype));
+  return Status::kOk;
+}
+
+}  // namespace stridewise

@@ -1,0 +1,180 @@
+// Advanced indexing: argument checks and loop planning; see index_k.h for the contract.
+#include <cstdint>
+#include <string>
+
+#include "stridewise/index_k.h"
+#include "stridewise/scatter.h"
+
+namespace stridewise {
+namespace {
+
+using detail::sizes_str;
+
+struct Checker {
+  OpCode op;
+  ErrorDetail* err;
+  Status bad(Status s, const std::string& m) const { return detail::fail_op(err, op, s, m); }
+  Status operand(const char* name, const StridedView& v) const {
+    return detail::check_operand(op, op_name(op), name, v, err);
+  }
+};
+
+bool same_shape(const StridedView& a, const StridedView& b) {
+  if (a.rank != b.rank) return false;
+  for (int d = 0; d < a.rank; ++d)
+    if (a.sizes[d] != b.sizes[d]) return false;
+  return true;
+}
+
+bool writes(const IndexKArgs& a) {
+  return a.desc.role == IndexRole::kWrite;
+}
+
+Status validate(const IndexKArgs& a, const Checker& c) {
+  if (a.k < 1 || a.k > kMaxIndexTerms)
+    return c.bad(Status::kUnsupported,
+                 std::string(op_name(a.desc.op)) + "(): " + std::to_string(a.k) +
+                     " index tensors (at most " + std::to_string(kMaxIndexTerms) + ")");
+  if (a.mode == IndexMode::kUnravel && a.k != 1)
+    return c.bad(Status::kInvalidArgument, "a flat index (take/put) has exactly one index");
+  const StridedView& dense = writes(a) ? a.src : a.out;
+  Status s;
+  if ((s = c.operand(writes(a) ? "source" : "out", dense)) != Status::kOk) return s;
+  if ((s = c.operand("self", a.self)) != Status::kOk) return s;
+  if ((writes(a) || a.mode == IndexMode::kUnravel) &&
+      (s = c.operand("self", a.target)) != Status::kOk)
+    return s;
+  for (int j = 0; j < a.k; ++j) {
+    if ((s = c.operand("indices", a.index[j])) != Status::kOk) return s;
+    if (!is_index_dtype(a.index[j].dtype))
+      return c.bad(Status::kInvalidArgument,
+                   std::string("tensors used as indices must be long or int tensors, got ") +
+                       dtype_name(a.index[j].dtype));
+    if (!same_shape(a.index[j], dense))
+      return c.bad(Status::kInvalidArgument, "index " + sizes_str(a.index[j]) +
+                                                 " does not have the iteration shape " +
+                                                 sizes_str(dense));
+    if (a.mode == IndexMode::kSum && (a.term_size[j] < 0 || a.term_stride[j] < 0))
+      return c.bad(Status::kInvalidArgument, "negative size or stride of an indexed dim");
+  }
+  if (!same_shape(a.self, dense))
+    return c.bad(Status::kInvalidArgument, "self's restrided view " + sizes_str(a.self) +
+                                               " does not have the iteration shape " +
+                                               sizes_str(dense));
+  if (a.self.dtype != dense.dtype || (writes(a) && a.target.dtype != a.self.dtype))
+    return c.bad(Status::kInvalidArgument,
+                 std::string(op_name(a.desc.op)) + "(): expected self and " +
+                     (writes(a) ? "source" : "out") + " to have one dtype, got " +
+                     dtype_name(a.self.dtype) + " and " + dtype_name(dense.dtype));
+  if (!index_k_supports(a.self.dtype, a.desc.combine))
+    return c.bad(Status::kUnsupported, std::string(op_name(a.desc.op)) +
+                                           "(): " + combine_name(a.desc.combine) +
+                                           " is not implemented for " + dtype_name(a.self.dtype));
+  if (a.desc.combine != Combine::kCopy && a.desc.combine != Combine::kAdd)
+    return c.bad(Status::kUnsupported, "advanced indexing combines by copy or add only");
+  if (!writes(a) && a.desc.combine != Combine::kCopy)
+    return c.bad(Status::kInvalidArgument, "a read combines by copy");
+  const StridedView& written = writes(a) ? a.target : a.out;
+  if (detail::has_internal_overlap(written))
+    return c.bad(Status::kInvalidArgument, detail::internal_overlap_message());
+  return Status::kOk;
+}
+
+bool aligned(const void* p, int64_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(bytes) == 0;
+}
+
+// target's dims fastest first in logical order; size-1 dims dropped, a dim merged into the
+// faster one after it when that keeps every offset.
+LoopPlan<1> plan_unravel(const StridedView& t) {
+  LoopPlan<1> p;
+  p.numel = t.numel();
+  if (p.numel == 0) return p;
+  for (int d = t.rank - 1; d >= 0; --d) {
+    if (t.sizes[d] == 1) continue;
+    if (p.rank > 0 && t.strides[d] == p.strides[0][p.rank - 1] * p.sizes[p.rank - 1]) {
+      p.sizes[p.rank - 1] *= t.sizes[d];
+      continue;
+    }
+    p.sizes[p.rank] = t.sizes[d];
+    p.strides[0][p.rank] = t.strides[d];
+    p.perm[p.rank] = d;
+    ++p.rank;
+  }
+  p.fits_int32 = p.numel <= INT32_MAX && t.max_offset() <= INT32_MAX;
+  return p;
+}
+
+// The vector width (elements) for copies whose fastest planned dim is a run under one set of
+// index values: unit strides on both dense operands, no index stride, every other stride and
+// the indexed strides multiples of the width, data aligned to it.
+int pick_vec(const IndexKArgs& a, const IndexKPlan& p) {
+  const LoopPlan<kIkOperands>& L = p.loop;
+  const int64_t es = elem_size(a.self.dtype);
+  if (a.mode != IndexMode::kSum || a.desc.combine != Combine::kCopy || L.rank == 0 ||
+      L.numel == 0 || es <= 0)
+    return 1;
+  for (int j = 0; j < kMaxIndexTerms; ++j)
+    if (L.strides[kIkIndex0 + j][0] != 0) return 1;
+  if (L.strides[kIkWritten][0] != 1 || L.strides[kIkOther][0] != 1) return 1;
+  const void* dense = writes(a) ? a.src.data : a.out.data;
+  int64_t vec = 1;
+  while (vec * 2 * es <= 16) vec *= 2;
+  for (; vec > 1; vec /= 2) {
+    bool ok = L.sizes[0] % vec == 0 && aligned(dense, vec * es) && aligned(a.self.data, vec * es);
+    for (int j = 0; j < a.k && ok; ++j) ok = a.term_stride[j] % vec == 0;
+    for (int d = 1; d < L.rank && ok; ++d)
+      ok = L.strides[kIkWritten][d] % vec == 0 && L.strides[kIkOther][d] % vec == 0;
+    if (ok) return static_cast<int>(vec);
+  }
+  return 1;
+}
+
+}  // namespace
+
+bool index_k_supports(DType t, Combine c) {
+  return (c == Combine::kCopy || c == Combine::kAdd) && scatter_supports(t, c);
+}
+
+Status plan_index_k(const IndexKArgs& args, IndexKPlan* plan, ErrorDetail* err) {
+  const Checker c{args.desc.op, err};
+  if (plan == nullptr) return c.bad(Status::kInvalidArgument, "plan_index_k(): null plan");
+  const Status s = validate(args, c);
+  if (s != Status::kOk) return s;
+
+  IndexKPlan p;
+  const bool w = writes(args);
+  const StridedView& dense = w ? args.src : args.out;
+  static const int64_t kZeros[kMaxRank] = {};
+  const int64_t* strides[kIkOperands];
+  strides[kIkWritten] = w ? args.self.strides : args.out.strides;
+  strides[kIkOther] = w ? args.src.strides : args.self.strides;
+  for (int j = 0; j < kMaxIndexTerms; ++j)
+    strides[kIkIndex0 + j] = j < args.k ? args.index[j].strides : kZeros;
+
+  // self's reach beyond its restrided view, through the index values.
+  int64_t extra[kIkOperands] = {};
+  const int self_slot = w ? kIkWritten : kIkOther;
+  if (args.mode == IndexMode::kUnravel) {
+    p.unravel = plan_unravel(args.target);
+    p.flat_numel = p.unravel.numel;
+    extra[self_slot] = args.target.max_offset();
+  } else {
+    for (int j = 0; j < args.k; ++j)
+      if (args.term_size[j] > 0) extra[self_slot] += (args.term_size[j] - 1) * args.term_stride[j];
+  }
+  p.loop = plan_loop<kIkOperands>(dense.rank, dense.sizes, strides, extra);
+  if (args.mode == IndexMode::kUnravel)
+    p.loop.fits_int32 = p.loop.fits_int32 && p.unravel.fits_int32;
+  p.vec = pick_vec(args, p);
+  // Two positions reach one element only through a planned dim along which self's base does
+  // not move (the broadcast dims, where the index values vary or repeat).
+  p.may_collide = false;
+  for (int d = 0; d < p.loop.rank; ++d)
+    if (p.loop.strides[self_slot][d] == 0) p.may_collide = true;
+  *plan = p;
+  if (err) *err = ErrorDetail{};
+  return Status::kOk;
+}
+
+}  // namespace stridewise
