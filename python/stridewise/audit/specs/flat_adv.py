@@ -1,4 +1,11 @@
-"""Flat and advanced indexing: take, put, index.Tensor, index_put, embedding."""
+"""Flat and advanced indexing: take, put, index.Tensor, index_put, embedding.
+
+index.Tensor / index_put patterns (param ``pat``): one index tensor, two adjacent, two
+separated (the result's broadcast dims first), a bool mask over one or two dims, and two index
+tensors that broadcast together ((p, 1) with (q,)). index_put's values: the result's shape, its
+last dim only, or 0-dim (one value broadcast everywhere). The matrix adds int32 indices,
+negative / duplicate / out-of-range values, and every layout of each operand (an expanded
+negative index among them)."""
 from __future__ import annotations
 
 import torch
@@ -40,6 +47,17 @@ def _adv_indices(case, rng):
     pat = case.param("pat", "one")
     if pat == "split" and r < 3:
         pat = "two"
+    if pat == "bcast" and r < 2:
+        pat = "one"
+    if pat == "bcast":
+        # two adjacent index tensors that broadcast together: (p, 1) with (q,) -> (p, q)
+        p0 = rng.randrange(r - 1)
+        B = [rng.randint(1, 4), rng.randint(1, 5)]
+        if case.kind == "empty":
+            B[rng.randrange(2)] = 0
+        idx = [None] * p0 + [Index([B[0], 1], S[p0]), Index([B[1]], S[p0 + 1])]
+        out = S[:p0] + B + S[p0 + 2:]
+        return S, idx, (lambda t, out=out: out)
     if pat == "two" and r < 2:
         pat = "one"
     if pat == "mask":
@@ -78,10 +96,13 @@ def index_plan(case, rng):
 
 def index_put_plan(case, rng):
     S, idx, result = _adv_indices(case, rng)
-    trail = rng.random() < 0.3
+    u = rng.random()
+    trail, scalar = u < 0.3, 0.3 <= u < 0.45
 
     def values_shape(t):
         shape = result(t)
+        if scalar:
+            return []  # one value broadcast everywhere (x[i] = v with a 0-dim v)
         return shape[len(shape) - 1:] if trail and shape else shape  # broadcast from the last dim
     return Plan({"self": Data(S), "idx": idx, "src": Data(values_shape)},
                 {"accumulate": case.param("accumulate", "0") == "1"}, out=Data(S))
@@ -135,7 +156,7 @@ SPECS = [
     OpSpec(
         "index.Tensor", "flat_adv", index_plan,
         {"func": A + "index.Tensor(self, idx)", "out": A + "index.Tensor_out(self, idx, out=out)"},
-        operands=("self", "idx"), params={"pat": ["one", "two", "split", "mask"]}, min_rank=1,
+        operands=("self", "idx"), params={"pat": ["one", "two", "split", "mask", "bcast"]}, min_rank=1,
         aten=("index.Tensor", "index.Tensor_out")),
     OpSpec(
         "index_put", "flat_adv", index_put_plan,
@@ -144,7 +165,7 @@ SPECS = [
          "out": A + "index_put.out(self, idx, src, accumulate, out=out)"},
         operands=("self", "idx", "src"), compare="accum", accum=_acc_or_write,
         count_call=A + "index_put.default(self, idx, src, True)", write_check=index_put_write_check,
-        params={"accumulate": ["0", "1"], "pat": ["one", "two", "split", "mask"]}, min_rank=1,
+        params={"accumulate": ["0", "1"], "pat": ["one", "two", "split", "mask", "bcast"]}, min_rank=1,
         aten=("index_put", "index_put_", "index_put.out")),
     OpSpec(
         "embedding", "flat_adv", embedding_plan,

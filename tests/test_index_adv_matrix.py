@@ -1,0 +1,106 @@
+"""Advanced indexing's layout matrix (issue 22), driven by the auditor's specs
+(python/stridewise/audit/specs/flat_adv.py: take, put, index.Tensor, index_put) against
+stridewise, with --guard: every operand's storage ends at a guard page, so a read or write one
+element past a view faults.
+
+The specs cover every operand (self, each index tensor, values, out=) in every layout class at
+ranks 0..8 and 10, every dtype native CPU supports, int32 indices in every index layout,
+negative / duplicate / out-of-range values in every index layout (so an expanded negative index,
+FlagGems' wrong-value case, is in the matrix), empty dims, and for index.Tensor / index_put the
+patterns one index, two adjacent, two separated, a bool mask over one or two dims, and two index
+tensors broadcasting together ((p, 1) with (q,)); index_put's values come full, trailing-dim
+only or 0-dim (broadcast); accumulate both ways for index_put and put. (uint8 masks go through
+Python's frontend as bool; the op-level uint8 mask is tests/test_index_adv.py's.)
+
+One audit per spec. Each must report 0 failures with every variant run by stridewise (the
+report's coverage), and stridewise's counters, collected from the audit's workers as
+tests/test_scatter_matrix.py does, must show the op ran on stridewise with non-contiguous and
+expanded operands counted, no copy made, and the out-of-range cases raised by us.
+
+CPU (CI): the full matrix of each spec (about 4,600 cases, ~25 s on 2 cores). CUDA (skipped
+without a GPU): the quick matrix sized down with --limit, in the 'sync' and 'deferred' check
+modes. Seeds: STRIDEWISE_SEED (conftest) picks the audit's --seed.
+
+Planted faults (by hand, reverted): the stats backend's enable() temporarily registered a wrong
+CPU kernel for aten::take (torch.library: the take of index 0 everywhere) and for aten::put_
+(accumulate dropped); test_cpu_matrix_passes_on_stridewise[take] and [put] failed with
+'wrong' cases (summary failed > 0); removing stridewise.enable() from the backend made every
+case fail its stats check ("no stridewise stats for 'index'"), as it does until the adapter
+registers the ops.
+"""
+from __future__ import annotations
+
+import pytest
+
+from conftest import BASE_SEED, CUDA_SKIP
+from test_scatter_matrix import CUDA_LIMIT, CUDA_RUN, _why, run_audit, stridewise_backend, summed_stats
+
+SPECS = {  # spec -> (stats key, has a values operand)
+    "take": ("take", False),
+    "put": ("put", True),
+    "index.Tensor": ("index", False),
+    "index_put": ("index_put", True),
+}
+
+
+def check(op: str, device: str, st: dict, rep, errors_counted: bool = True) -> list:
+    key, has_src = SPECS[op]
+    s = st.get(key)
+    if not s:
+        return [f"no stridewise stats for {key!r} (workers wrote {sorted(st)})"]
+    problems = []
+    want = ["calls", device, "noncontig_self", "noncontig_index", "expanded_index"]
+    want.append("noncontig_src" if has_src else "noncontig_out")
+    if has_src:
+        want.append("expanded_src")
+    problems += [f"stats[{key!r}][{k!r}] == {s.get(k)}: not counted" for k in want if s.get(k, 0) <= 0]
+    if s.get("copies", 0):
+        problems.append(f"stats[{key!r}]['copies'] == {s['copies']}: stridewise copied an operand")
+    ran = s["calls"] - s.get("fallback", 0)
+    passed = rep["ops"][op]["counts"]["pass"]
+    if ran < 0.6 * passed:
+        problems.append(f"only {ran} of {s['calls']} calls ran stridewise's kernels "
+                        f"(fallback {s.get('fallback')}) for {passed} passing cases")
+    if errors_counted and s.get("errors", 0) <= 0:
+        problems.append(f"stats[{key!r}]['errors'] == 0: the out-of-range cases never reached stridewise")
+    cov = rep.get("coverage", {}).get(op, {})
+    native = [v for v, c in cov.items() if c.get("ran_by") != "backend"]
+    if not cov or native:
+        problems.append(f"coverage: variants not run by stridewise: {native or cov}")
+    return problems
+
+
+@pytest.mark.parametrize("op", list(SPECS))
+def test_cpu_matrix_passes_on_stridewise(sw, tmp_path, op):
+    backend, flush, stats_dir = stridewise_backend(tmp_path)
+    rc, rep = run_audit(tmp_path, op, "cpu", backend, "--matrix", "full", flush=flush)
+    assert rc == 0 and rep["summary"]["failed"] == 0, _why(rep)
+    assert rep["summary"]["error"] == 0 and rep["summary"]["crash"] == 0, _why(rep)
+    assert rep["ops"][op]["counts"]["native"] == 0, "cases run by ATen, not by the backend: " + _why(rep)
+    assert rep["ops"][op]["counts"]["pass"] > 250, _why(rep)
+    assert {"contiguous", "expand", "transpose", "step_slice", "offset", "compound"} <= \
+        set(rep["ops"][op]["by_layout"]), _why(rep)
+    assert rep["guard"] is True
+    ids = [c[0] for c in rep["cases"]]
+    # the cases the issue names are in the matrix (and passed: failed == 0 above)
+    assert any("/i32/" in c for c in ids) and any("idx=expand" in c and "/neg/" in c for c in ids), _why(rep)
+    if op in ("index.Tensor", "index_put"):
+        assert any("pat=mask" in c for c in ids) and any("pat=bcast" in c for c in ids), _why(rep)
+    st = summed_stats(stats_dir)
+    problems = check(op, "cpu", st, rep)
+    assert not problems, f"STRIDEWISE_SEED={BASE_SEED} stats={st.get(SPECS[op][0])}\n" + "\n".join(problems)
+
+
+@CUDA_SKIP
+@pytest.mark.parametrize("mode", ["sync", "deferred"])
+@pytest.mark.parametrize("op", list(SPECS))
+def test_cuda_matrix_passes_on_stridewise(sw, tmp_path, op, mode):
+    backend, flush, stats_dir = stridewise_backend(tmp_path, mode)
+    rc, rep = run_audit(tmp_path, op, "cuda", backend, "--matrix", "quick", "--limit", CUDA_LIMIT,
+                        *CUDA_RUN, flush=flush)
+    assert rc == 0 and rep["summary"]["failed"] == 0, _why(rep)
+    assert rep["summary"]["device-assert"] == 0 and rep["summary"]["error"] == 0, _why(rep)
+    assert rep["ops"][op]["counts"]["pass"] > CUDA_LIMIT // 2, _why(rep)
+    st = summed_stats(stats_dir)
+    problems = check(op, "cuda", st, rep, errors_counted=(mode == "sync"))
+    assert not problems, f"STRIDEWISE_SEED={BASE_SEED} stats={st.get(SPECS[op][0])}\n" + "\n".join(problems)
