@@ -260,10 +260,24 @@ def table(rows):
     return "\n".join(out)
 
 
-def main(argv=None, name="bench_scatter", title="scatter family: stridewise vs ATen"):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+BYTES_NOTE = "src read + index storage addressed + 2 x out bytes touched"
+
+
+def summary_line(case, dtype_name, r):
+    return (f"{case:10s} {dtype_name:9s} ours {r['ours_us']:9.1f} us ATen {r['aten_us']:9.1f} us x{r['ratio']:.2f} "
+            f"det x{r['ratio_det']:.2f} host {r['host_us']:.0f} us")
+
+
+def main(argv=None, name="bench_scatter", title="scatter family: stridewise vs ATen", driver=None):
+    """The driver shared by the scatter-shaped benchmarks. ``driver`` is the module that makes
+    the rows (default: this one): its MAKERS and CASE_ORDER (case names), bench_case(args, sw,
+    case, dtype_name, device, timer, l2) -> row, table(rows) -> markdown, summary_line(case,
+    dtype_name, row) -> the progress line, BYTES_NOTE (what a row's bytes count) and, optionally,
+    add_args(parser) for its own options (bench_adv.py passes itself)."""
+    drv = driver or sys.modules[__name__]
+    p = argparse.ArgumentParser(description=(drv.__doc__ or __doc__).split("\n")[0])
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--cases", default=",".join(CASE_ORDER))
+    p.add_argument("--cases", default=",".join(drv.CASE_ORDER))
     p.add_argument("--dtypes", default="float32,float16,bfloat16")
     p.add_argument("--reps", type=int, default=None)
     p.add_argument("--target-us", type=float, default=2000.0)
@@ -271,13 +285,15 @@ def main(argv=None, name="bench_scatter", title="scatter family: stridewise vs A
                    help="time deterministic mode only for cases with at least this many lines")
     p.add_argument("--device", default="cuda", help=argparse.SUPPRESS)
     p.add_argument("--shrink", type=int, default=1, help=argparse.SUPPRESS)
+    if hasattr(drv, "add_args"):
+        drv.add_args(p)
     args = p.parse_args(argv)
     args.reps = args.reps or (6 if args.quick else 15)
     args.warmup = 1 if args.quick else 3
     cases = [c for c in args.cases.split(",") if c]
     dtypes = [d for d in args.dtypes.split(",") if d]
     for c in cases:
-        if c not in MAKERS:
+        if c not in drv.MAKERS:
             p.error(f"unknown case {c!r}")
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -288,19 +304,19 @@ def main(argv=None, name="bench_scatter", title="scatter family: stridewise vs A
     rows = []
     for case in cases:
         for d in dtypes:
-            r = bench_case(args, sw, case, d, device, timer, l2)
+            r = drv.bench_case(args, sw, case, d, device, timer, l2)
             rows.append(r)
-            print(f"{case:10s} {d:9s} ours {r['ours_us']:9.1f} us ATen {r['aten_us']:9.1f} us x{r['ratio']:.2f} "
-                  f"det x{r['ratio_det']:.2f} host {r['host_us']:.0f} us", flush=True)
+            print(drv.summary_line(case, d, r), flush=True)
             for k, us in sorted(r.get("kernels_us", {}).items(), key=lambda kv: -kv[1]):
                 print(f"    {us:9.1f} us  {k[:160]}", flush=True)
             if device.type == "cuda":
                 torch.cuda.empty_cache()
     head = "\n".join(
         ("- time per call: median over repetitions of (batch time / calls in batch), CUDA events; bytes = "
-         "src read + index storage addressed + 2 x out bytes touched" if ln.startswith("- time per call") else ln)
-        for ln in header(args, device).replace("gather benchmark", "scatter benchmark").splitlines())
-    text = head + f"\n\n## {title}\n\n" + table(rows) + "\n"
+         + drv.BYTES_NOTE if ln.startswith("- time per call") else ln)
+        for ln in header(args, device).replace("gather benchmark", f"{name.removeprefix('bench_')} benchmark")
+        .splitlines())
+    text = head + f"\n\n## {title}\n\n" + drv.table(rows) + "\n"
     out_dir = Path(os.environ["OUT"]) if os.environ.get("OUT") else ROOT / "bench" / "results"
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"{name}.md").write_text(text)

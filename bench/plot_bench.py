@@ -23,7 +23,8 @@ What is plotted comes from one function, series(results):
                  without the rounding of the printed GB/s columns (the seed case prints 0-1 GB/s)
 The figure: top panel, bars from the 1.0x line to each ratio on a log2 axis (2x faster and 2x
 slower are the same distance from it), value on each bar; bottom panel, our % of copy per dtype
-as bars with ATen's as a black tick across each bar, and the 100% line (the copy).
+as bars with ATen's as a black tick across each bar, and the 100% line (the copy). Rows that
+bench_adv.py marks not routed (JSON "routed": false; "ours us" cell "not routed") are left out.
 
 The bench scripts call plot_or_hint() after writing their JSON: a missing matplotlib costs one
 printed line, never the run (the JSON holds everything needed to draw it later).
@@ -135,6 +136,8 @@ def markdown_results(text, table=0, name="<markdown>"):
             raise ValueError(f"{name}: table at line {start + 1}: a row has {len(cells)} cells, "
                              f"the header {len(head)}: {cells[:2]}")
         g = lambda c: cells[col[c]]  # noqa: E731
+        if g("ours us") == "not routed":  # bench_adv.py's word for a case ours did not run
+            continue
         rows.append({"case": g("case"), "dtype": g("dtype"),
                      "ours_us": float(g("ours us")), "aten_us": float(g("ATen us")),
                      "ratio": float(g("ATen/ours")), "ours_pct_copy": float(g("ours % copy").rstrip("%"))})
@@ -169,6 +172,8 @@ def series(results):
     the table's rounding): a shifted column or an edited number is refused, not drawn."""
     out = []
     for r in results["rows"]:
+        if r.get("routed") is False:  # bench_adv.py: ATen timed alone, nothing of ours to draw
+            continue
         ratio = r["ratio_aten_over_ours"] if "ratio_aten_over_ours" in r else r["ratio"]
         ours_us, aten_us = float(r["ours_us"]), float(r["aten_us"])
         if not abs(ratio - aten_us / ours_us) <= 0.02 * ratio + 0.006:
