@@ -15,6 +15,7 @@
 #include "common.h"
 #include "cuda_common.h"
 #include "gather.h"
+#include "index_adv.h"
 #include "scatter.h"
 
 namespace stridewise::adapter {
@@ -29,6 +30,10 @@ struct CudaBackend {
               const at::Tensor& index, const at::Tensor* src, const char* src_name = "src")
       : device_(check_devices(wrapper, out, self, index, src, src_name)), guard_(device_) {}
 
+  // Advanced indexing (index_adv.h): the op checks devices itself, with ATen's own wording
+  // (ATen's wrappers for these ops check none); only the guard.
+  explicit CudaBackend(const at::Tensor& self) : device_(self.device()), guard_(device_) {}
+
   // After the call is counted, as for gather: a bad index recorded by an earlier kernel on
   // this device is raised now (deferred check mode).
   void begin() { raise_pending_cuda_error(device_.index()); }
@@ -39,13 +44,16 @@ struct CudaBackend {
 
   Status run(const ScatterCall& call, ErrorDetail* err) {
     const size_t bytes = scatter_cuda_workspace_bytes(call.args, call.plan);
-    at::Tensor workspace;  // caching allocator, current stream: reuse is stream-ordered
-    if (bytes > 0) {
-      workspace = at::empty({static_cast<int64_t>(bytes)},
-                            at::TensorOptions().dtype(at::kByte).device(device_));
-    }
-    return scatter_cuda(call.args, call.plan, bytes > 0 ? workspace.mutable_data_ptr() : nullptr,
-                        bytes, current_cuda_stream(device_.index()), err);
+    const at::Tensor ws = workspace(bytes);
+    return scatter_cuda(call.args, call.plan, bytes > 0 ? ws.mutable_data_ptr() : nullptr, bytes,
+                        current_cuda_stream(device_.index()), err);
+  }
+
+  Status run(const IndexKCall& call, ErrorDetail* err) {
+    const size_t bytes = index_k_cuda_workspace_bytes(call.args, call.plan);
+    const at::Tensor ws = workspace(bytes);
+    return index_k_cuda(call.args, call.plan, bytes > 0 ? ws.mutable_data_ptr() : nullptr, bytes,
+                        current_cuda_stream(device_.index()), err);
   }
 
   [[noreturn]] void raise(OpCode op, Status st, const ErrorDetail& err) {
@@ -54,6 +62,14 @@ struct CudaBackend {
   }
 
  private:
+  // `bytes` of device workspace from the caching allocator on the current stream (reuse is
+  // stream-ordered); undefined when 0.
+  at::Tensor workspace(size_t bytes) const {
+    if (bytes == 0) return at::Tensor();
+    return at::empty({static_cast<int64_t>(bytes)},
+                     at::TensorOptions().dtype(at::kByte).device(device_));
+  }
+
   static c10::Device check_devices(const char* wrapper, const at::Tensor* out,
                                    const at::Tensor& self, const at::Tensor& index,
                                    const at::Tensor* src, const char* src_name) {

@@ -1,0 +1,262 @@
+// Advanced indexing on the k-index core (index_k.h), with no kernel of its own:
+//   index.Tensor (x[i], x[:, i], x[i, j], x[mask])   read over the result's shape (kSum)
+//   _index_put_impl_ / index_put_ / index_put         write over the result's shape (kSum):
+//                                                     x[i] = v (copy), x[i] += v (add)
+//   take(self, index)                                 read at flat positions (kUnravel)
+//   put_(self, index, source, accumulate)             write at flat positions (kUnravel)
+// Every operand is a view: the index tensors broadcast with stride 0, `self` restrided onto the
+// result's shape (stride 0 along the broadcast dims), a bool/uint8 mask as the columns of its
+// nonzero() (select(1, j), never copied), values expanded to the result's shape. Nothing is
+// copied (stats() counts copies; the one exception, a CPU 0-dim value moved to a CUDA self as
+// ATen moves it, counts there).
+//
+// index_adv.cpp (CPU) and index_adv_cuda.cpp (CUDA) instantiate AdvIndexOverloads<Backend,
+// Kernels> and register it under the routing names "index", "index_put", "take", "put".
+// Backend as in backends.h (the constructor taking self alone: these ops check devices with
+// ATen's own wording); Kernels names ATen's leaf kernels for the device (at::cpu:: / at::cuda::
+// index, index_out, _index_put_impl_, take, take_out, put_), which run a call the core does
+// not take (counted "fallback"); they are ATen's whole op, so its checks and errors are ATen's.
+#pragma once
+
+#include <ATen/core/List.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/empty.h>
+#include <torch/library.h>
+
+#include <initializer_list>
+#include <optional>
+#include <vector>
+
+#include "common.h"
+#include "stridewise/index_k.h"
+
+namespace stridewise::adapter {
+
+using OptTensors = c10::List<std::optional<at::Tensor>>;
+
+// The plan is made once per call and handed as-is to the plan-taking core entry points.
+// `keep` holds what the views point into and the call created (nonzero's result, a value
+// moved to the device): alive until the core call returns (CUDA: freed after the launch on
+// the current stream, which the caching allocator orders).
+struct IndexKCall {
+  IndexKArgs args;
+  IndexKPlan plan;
+  std::vector<at::Tensor> keep;
+};
+
+// The stats entry of kIndex, kIndexPut, kTake or kPut: "index", "index_put", "take", "put".
+OpStats& adv_stats(OpCode op);
+
+// What a prepare_* decided.
+enum class AdvPrep : uint8_t {
+  kRun,       // the core runs `call`
+  kDone,      // complete (nothing to read or write)
+  kFallback,  // ATen's kernel runs the call (counted)
+};
+
+// index.Tensor: ATen's checks in its order and wording (the structured meta: too many indices,
+// devices, out='s dtype and overlaps; make_info's index dtypes, masks, broadcast, size-0 dims),
+// then `out`: a new tensor with the layout ATen's TensorIterator gives it, or the out= tensor
+// resized as ATen's resize_out does.
+AdvPrep prepare_index(const at::Tensor& self, const OptTensors& indices, at::Tensor& out,
+                      bool out_given, IndexKCall* call);
+
+// _index_put_impl_ on `self` in place: ATen's checks in its order and wording (too many
+// indices, overlaps, make_info's, value shape and dtype); expanded self, a single value through
+// a mask (ATen's masked_fill_) and values on another device go to ATen.
+AdvPrep prepare_index_put(const at::Tensor& self, const OptTensors& indices,
+                          const at::Tensor& values, bool accumulate, IndexKCall* call);
+
+// take / take.out and put_: take_out's and put_'s checks in ATen's order and wording.
+AdvPrep prepare_take(const at::Tensor& self, const at::Tensor& index, at::Tensor& out,
+                     bool out_given, IndexKCall* call);
+AdvPrep prepare_put(const at::Tensor& self, const at::Tensor& index, const at::Tensor& source,
+                    bool accumulate, IndexKCall* call);
+
+// Raises a non-ok core status on the CPU with ATen's wording: IndexError "index 5 is out of
+// bounds for dimension 0 with size 5" (dimension = the index tensor's place among the indexed
+// dims, as ATen counts) for index/index_put_, "out of range: tried to access index 10 on a
+// tensor of 6 elements." for take/put.
+[[noreturn]] void throw_adv_cpu(const IndexKArgs& args, Status st, const ErrorDetail& err);
+
+// Whether every index tensor and every one of `others` (null entries skipped) is on self's
+// device. Where not (a CPU index for a CUDA self, which ATen moves over), ATen runs the call.
+bool adv_same_device(const at::Tensor& self, const OptTensors* indices,
+                     std::initializer_list<const at::Tensor*> others);
+
+template <class B, class K>
+struct AdvIndexOverloads {
+  using T = at::Tensor;
+
+  // Runs the core; false when it declines (kUnsupported: ATen's kernel is to run instead).
+  static bool run(B& b, OpStats& stats, const IndexKCall& call) {
+    ErrorDetail err;
+    const Status st = b.run(call, &err);
+    if (st == Status::kOk) return true;
+    if (st == Status::kUnsupported) {
+      stats.bump(kFallback);
+      return false;
+    }
+    if constexpr (B::kDevice == kCpu) throw_adv_cpu(call.args, st, err);
+    b.raise(call.args.desc.op, st, err);
+  }
+
+  // Whether the call is this backend's to run: self on its device type, the rest on self's
+  // device.
+  static bool ours(const T& self, const OptTensors* indices, std::initializer_list<const T*> o) {
+    const c10::DeviceType want = B::kDevice == kCpu ? c10::DeviceType::CPU : c10::DeviceType::CUDA;
+    return self.device().type() == want && adv_same_device(self, indices, o);
+  }
+
+  // ---- index.Tensor
+  static T& index_into(const T& self, const OptTensors& indices, T& out, bool out_given) {
+    OpStats& stats = adv_stats(OpCode::kIndex);
+    CallScope scope(stats, B::kDevice);
+    if (ours(self, &indices, {out_given ? &out : nullptr})) {
+      B b(self);
+      b.begin();
+      IndexKCall call;
+      const AdvPrep p = prepare_index(self, indices, out, out_given, &call);
+      if (p == AdvPrep::kDone || (p == AdvPrep::kRun && run(b, stats, call))) return out;
+    } else {
+      stats.bump(kFallback);
+    }
+    if (out_given) return K::index_out(out, self, indices);
+    out = K::index(self, indices);
+    return out;
+  }
+  static T index(const T& self, const OptTensors& indices) {
+    T out;
+    return index_into(self, indices, out, false);
+  }
+  static T& index_out(const T& self, const OptTensors& indices, T& out) {
+    return index_into(self, indices, out, true);
+  }
+
+  // ---- _index_put_impl_, index_put_ and the functional / out= forms (ATen's: a clone of self
+  // with its layout, put into; out= resized to the result and copied, as ATen's generated
+  // out= wrappers of these composite ops do)
+  static T& put_impl_(T& self, const OptTensors& indices, const T& values, bool accumulate,
+                      bool unsafe) {
+    OpStats& stats = adv_stats(OpCode::kIndexPut);
+    CallScope scope(stats, B::kDevice);
+    // values: a CPU 0-dim value for a CUDA self is moved over by prepare_index_put, as by ATen
+    if (ours(self, &indices, {values.dim() == 0 ? nullptr : &values})) {
+      B b(self);
+      b.begin();
+      IndexKCall call;
+      const AdvPrep p = prepare_index_put(self, indices, values, accumulate, &call);
+      if (p == AdvPrep::kDone || (p == AdvPrep::kRun && run(b, stats, call))) return self;
+    } else {
+      stats.bump(kFallback);
+    }
+    return K::index_put_(self, indices, values, accumulate, unsafe);
+  }
+  static T& index_put_(T& self, const OptTensors& indices, const T& values, bool accumulate) {
+    return put_impl_(self, indices, values, accumulate, false);
+  }
+  static T index_put(const T& self, const OptTensors& indices, const T& values, bool accumulate) {
+    T r = self.clone(at::MemoryFormat::Preserve);
+    return put_impl_(r, indices, values, accumulate, false);
+  }
+  static T put_impl(const T& self, const OptTensors& indices, const T& values, bool accumulate,
+                    bool unsafe) {
+    T r = self.clone(at::MemoryFormat::Preserve);
+    return put_impl_(r, indices, values, accumulate, unsafe);
+  }
+  static T& copy_out(const T& result, T& out) {
+    at::native::resize_output(out, result.sizes());
+    out.copy_(result);
+    return out;
+  }
+  static T& index_put_out(const T& self, const OptTensors& indices, const T& values,
+                          bool accumulate, T& out) {
+    return copy_out(index_put(self, indices, values, accumulate), out);
+  }
+  static T& put_impl_out(const T& self, const OptTensors& indices, const T& values, bool accumulate,
+                         bool unsafe, T& out) {
+    return copy_out(put_impl(self, indices, values, accumulate, unsafe), out);
+  }
+
+  // ---- take
+  static T& take_into(const T& self, const T& index, T& out, bool out_given) {
+    OpStats& stats = adv_stats(OpCode::kTake);
+    CallScope scope(stats, B::kDevice);
+    if (ours(self, nullptr, {&index, out_given ? &out : nullptr})) {
+      B b(self);
+      b.begin();
+      IndexKCall call;
+      const AdvPrep p = prepare_take(self, index, out, out_given, &call);
+      if (p == AdvPrep::kDone || (p == AdvPrep::kRun && run(b, stats, call))) return out;
+    } else {
+      stats.bump(kFallback);
+    }
+    if (out_given) return K::take_out(out, self, index);
+    out = K::take(self, index);
+    return out;
+  }
+  static T take(const T& self, const T& index) {
+    T out;
+    return take_into(self, index, out, false);
+  }
+  static T& take_out(const T& self, const T& index, T& out) {
+    return take_into(self, index, out, true);
+  }
+
+  // ---- put_, put, put.out
+  static T& put_(T& self, const T& index, const T& source, bool accumulate) {
+    OpStats& stats = adv_stats(OpCode::kPut);
+    CallScope scope(stats, B::kDevice);
+    if (ours(self, nullptr, {&index, &source})) {
+      B b(self);
+      b.begin();
+      IndexKCall call;
+      const AdvPrep p = prepare_put(self, index, source, accumulate, &call);
+      if (p == AdvPrep::kDone || (p == AdvPrep::kRun && run(b, stats, call))) return self;
+    } else {
+      stats.bump(kFallback);
+    }
+    return K::put_(self, index, source, accumulate);
+  }
+  static T put(const T& self, const T& index, const T& source, bool accumulate) {
+    T r = self.clone(at::MemoryFormat::Preserve);
+    return put_(r, index, source, accumulate);
+  }
+  static T& put_out(const T& self, const T& index, const T& source, bool accumulate, T& out) {
+    return copy_out(put(self, index, source, accumulate), out);
+  }
+
+  // The install functions of the switchable ops (OverrideSpec::install).
+  static void install_index(torch::Library& m) {
+    m.impl("index.Tensor", TORCH_FN(index));
+    m.impl("index.Tensor_out", TORCH_FN(index_out));
+  }
+  static void install_index_put(torch::Library& m) {
+    m.impl("index_put_", TORCH_FN(index_put_));
+    m.impl("index_put", TORCH_FN(index_put));
+    m.impl("index_put.out", TORCH_FN(index_put_out));
+    m.impl("_index_put_impl_", TORCH_FN(put_impl_));
+    m.impl("_index_put_impl", TORCH_FN(put_impl));
+    m.impl("_index_put_impl.out", TORCH_FN(put_impl_out));
+  }
+  static void install_take(torch::Library& m) {
+    m.impl("take", TORCH_FN(take));
+    m.impl("take.out", TORCH_FN(take_out));
+  }
+  static void install_put(torch::Library& m) {
+    m.impl("put_", TORCH_FN(put_));
+    m.impl("put", TORCH_FN(put));
+    m.impl("put.out", TORCH_FN(put_out));
+  }
+
+  // Registers the four ops for `key` (the op files' namespace-scope initializers call this).
+  static int register_all(c10::DispatchKey key, const char* file) {
+    add_override({"index", key, &install_index, file, __LINE__});
+    add_override({"index_put", key, &install_index_put, file, __LINE__});
+    add_override({"take", key, &install_take, file, __LINE__});
+    return add_override({"put", key, &install_put, file, __LINE__});
+  }
+};
+
+}  // namespace stridewise::adapter
