@@ -31,9 +31,9 @@ Cases (x is self; i, j index tensors; "nc": self non-contiguous):
 reach stridewise (stridewise.stats() counts no call of the op, or counts a fallback to ATen's
 kernel), is reported "not routed" and only ATen (and FlagGems) are timed. FlagGems (when
 `import flag_gems` works and the run is on CUDA) runs under flag_gems.use_gems(include=[its
-functions of the op]); it is timed only where that changes the dispatcher's kernel of an
-overload the call reaches (stridewise.audit.coverage), else "not registered" (5.0.2: index and
-index_put only, no take/put). Before timing, each implementation's result is compared once with
+functions of the op]), or use_gems() when it names none; it is timed only where that changes the
+dispatcher's kernel of an overload the call reaches (stridewise.audit.coverage), else "not
+registered" (5.0.2 audit: index and index_put only, no take/put). Before timing, each implementation's result is compared once with
 ATen's: bitwise for data movement, the float64 rule of bench_scatter.check for accumulation;
 ours failing stops the run, FlagGems failing is marked in its column ("!") and still timed.
 
@@ -302,10 +302,10 @@ def fg_status(args, device, op, case, want, accumulate):
         return {"ran": False, "why": why}
     from stridewise.audit import coverage
     known = getattr(fg, "FULL_CONFIG_BY_FUNC", None)
-    names = [n for n in FG_FUNCS.get(op, (op,)) if known is None or n in known]
-    if not names:
-        return {"ran": False, "why": f"has no function {'/'.join(FG_FUNCS.get(op, (op,)))}"}
-    ctx = (lambda: fg.use_gems(include=names)) if known is not None else fg.use_gems
+    # Only the op's own functions when this FlagGems names them, else everything it registers
+    # (as flag_gems.enable() would); the dispatcher says below whether the call is theirs.
+    names = [n for n in FG_FUNCS.get(op, (op,)) if known is not None and n in known]
+    ctx = (lambda: fg.use_gems(include=names)) if names else fg.use_gems
     try:  # FlagGems' registration and its call: any error of theirs is a result, not the run's end
         reached = [q for q in coverage.trace(lambda: _result(case)) if q.startswith("aten::")]
         before = coverage.snapshot(reached, device.type)
