@@ -130,6 +130,43 @@ int pick_vec(const IndexKArgs& a, const IndexKPlan& p) {
   return 1;
 }
 
+// The write's iteration in index order (a position counter as operand 0 keeps plan_loop from
+// reordering), split into the index-bearing dims (seq) and the rest (row).
+void plan_sorted(const IndexKArgs& a, IndexKPlan* p) {
+  const StridedView& dense = a.src;
+  int64_t counter[kMaxRank];
+  int64_t acc = 1;
+  for (int d = dense.rank - 1; d >= 0; --d) {
+    counter[d] = acc;
+    acc *= dense.sizes[d];
+  }
+  static const int64_t kZeros[kMaxRank] = {};
+  const int64_t* strides[kIkOperands + 1];
+  strides[0] = counter;
+  strides[1 + kIkWritten] = a.self.strides;
+  strides[1 + kIkOther] = a.src.strides;
+  for (int j = 0; j < kMaxIndexTerms; ++j)
+    strides[1 + kIkIndex0 + j] = j < a.k ? a.index[j].strides : kZeros;
+  const LoopPlan<kIkOperands + 1> l = plan_loop<kIkOperands + 1>(dense.rank, dense.sizes, strides);
+  p->seq = LoopPlan<kIkOperands>{};
+  p->row = LoopPlan<kIkOperands>{};
+  p->seq.numel = p->row.numel = l.numel == 0 ? 0 : 1;
+  p->sortable = true;
+  for (int d = 0; d < l.rank; ++d) {
+    bool indexed = false;
+    for (int j = 0; j < kMaxIndexTerms; ++j) indexed |= l.strides[1 + kIkIndex0 + j][d] != 0;
+    if (a.mode == IndexMode::kUnravel) indexed = true;  // the flat position moves self
+    LoopPlan<kIkOperands>& q = indexed ? p->seq : p->row;
+    const int r = q.rank++;
+    q.sizes[r] = l.sizes[d];
+    q.perm[r] = l.perm[d];
+    for (int k = 0; k < kIkOperands; ++k) q.strides[k][r] = l.strides[k + 1][d];
+    q.numel *= l.sizes[d];
+    if (!indexed && l.strides[1 + kIkWritten][d] == 0) p->sortable = false;
+  }
+  p->seq.fits_int32 = p->row.fits_int32 = p->loop.fits_int32;
+}
+
 }  // namespace
 
 bool index_k_supports(DType t, Combine c) {
@@ -167,11 +204,25 @@ Status plan_index_k(const IndexKArgs& args, IndexKPlan* plan, ErrorDetail* err) 
   if (args.mode == IndexMode::kUnravel)
     p.loop.fits_int32 = p.loop.fits_int32 && p.unravel.fits_int32;
   p.vec = pick_vec(args, p);
+  p.check = p.loop;
+  p.check.rank = 0;
+  p.check.numel = p.loop.numel == 0 ? 0 : 1;
+  for (int d = 0; d < p.loop.rank; ++d) {
+    bool indexed = false;
+    for (int j = 0; j < kMaxIndexTerms; ++j) indexed |= p.loop.strides[kIkIndex0 + j][d] != 0;
+    if (!indexed) continue;
+    const int r = p.check.rank++;
+    p.check.sizes[r] = p.loop.sizes[d];
+    p.check.perm[r] = p.loop.perm[d];
+    for (int k = 0; k < kIkOperands; ++k) p.check.strides[k][r] = p.loop.strides[k][d];
+    p.check.numel *= p.loop.sizes[d];
+  }
   // Two positions reach one element only through a planned dim along which self's base does
   // not move (the broadcast dims, where the index values vary or repeat).
   p.may_collide = false;
   for (int d = 0; d < p.loop.rank; ++d)
     if (p.loop.strides[self_slot][d] == 0) p.may_collide = true;
+  if (w) plan_sorted(args, &p);
   *plan = p;
   if (err) *err = ErrorDetail{};
   return Status::kOk;

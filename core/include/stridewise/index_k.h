@@ -35,7 +35,10 @@
 // as given (unwrapped), lo = -size, hi = size.
 // Determinism: the CPU writes in the iteration's row-major order on one thread, so the last
 // writer in index order wins and sums add in index order. CUDA with `deterministic` set and a
-// write that could meet duplicates returns kUnsupported (the adapter leaves it to ATen).
+// write that could meet duplicates sorts the targets (stable) and has one thread per target
+// element walk its writers in index order: the same result on every run (sums in the
+// accumulation type, rounded once). Where that cannot hold (IndexKPlan::sortable false) it
+// returns kUnsupported, and the adapter leaves the call to ATen.
 // Accumulation: float16/bfloat16 and the narrow integers add in float32/int32 (a workspace
 // over `target`'s span on CUDA, rounded once), as scatter_add does.
 #pragma once
@@ -84,6 +87,10 @@ struct IndexKPlan {
   // written = out, other = self; write: written = self, other = src. Unused index slots have
   // stride 0.
   LoopPlan<kIkOperands> loop;
+  // loop without the dims along which every index stride is 0: one position per distinct set
+  // of index elements, what a write's validation pass reads (CUDA reports positions in this
+  // order).
+  LoopPlan<kIkOperands> check;
   // kUnravel: target's dims, fastest first, in logical order (only merged, never reordered),
   // for the offset calculator that unravels a position.
   LoopPlan<1> unravel;
@@ -94,6 +101,13 @@ struct IndexKPlan {
   // Write: whether two positions could reach one element (any term, or a stride-0 dim of
   // self's restrided view); false lets deterministic CUDA writes run.
   bool may_collide = true;
+  // Write, for the sorted path (CUDA deterministic writes): the iteration shape split into the
+  // index-bearing dims in index (row-major) order, `seq`, one position per distinct set of
+  // index elements, and the others, `row`, walked under each. `sortable`: no dim of `row` maps
+  // two positions onto one element (an index expanded along a broadcast dim does).
+  LoopPlan<kIkOperands> seq;
+  LoopPlan<kIkOperands> row;
+  bool sortable = false;
 };
 
 // Validates the contract above (cheap, host only) and plans the loops.

@@ -1,0 +1,307 @@
+// CUDA advanced indexing: the contract is in index_k.h, the per-thread bodies in
+// index_k_cuda_impl.h. This file holds the __global__ wrappers, the launch and the checks.
+//
+// A call is one kernel for a read; for a write: a validation kernel (raises the call's abort
+// word on a bad value), then, for the narrow types' add, a workspace fill, the atomic kernel and
+// the workspace write-back, each of which writes nothing once the word is raised. A
+// deterministic write that may meet duplicates: keys (validating), CUB's stable radix sort,
+// then one thread per (target, row position) walking its writers in index order. No host
+// synchronization unless CudaCheckMode::kSync.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cub/device/device_radix_sort.cuh>
+#include <type_traits>
+
+#include "cuda_report.cuh"
+#include "cuda_status.cuh"
+#include "index_k_cuda_impl.h"
+#include "stridewise/cuda_errors.h"
+#include "stridewise/index_k.h"
+
+namespace stridewise {
+namespace cuda_index_k {
+namespace {
+
+using cuda_gather::kMaxBlocks;
+using elem::Tag;
+
+template <typename I, int D, typename Body>
+__device__ __forceinline__ void with_report(const Params<I, D>& a, Body&& body) {
+  __shared__ int block_claim;
+  if (threadIdx.x == 0) block_claim = 0;
+  __syncthreads();
+  Bad bad;
+  body(bad);
+  if (bad.b.any) {
+    detail::report_bad_index(&block_claim, a.rec, a.op, a.dim[bad.j], a.size[bad.j], bad.b.value,
+                             bad.b.position);
+    if (a.abort.word) *a.abort.word = a.abort.gen;  // write calls: nothing may be written
+  }
+}
+
+template <typename U, typename I, int D>
+__global__ void __launch_bounds__(kThreads) read_kernel(const Params<I, D> a) {
+  with_report(a, [&](Bad& bad) {
+    copy_thread<U, false>(a, I(blockIdx.x), I(threadIdx.x), I(gridDim.x), bad);
+  });
+}
+
+template <typename I, int D>
+__global__ void __launch_bounds__(kThreads) check_kernel(const Params<I, D> a) {
+  with_report(a,
+              [&](Bad& bad) { check_thread(a, I(blockIdx.x), I(threadIdx.x), I(gridDim.x), bad); });
+}
+
+// The values were checked: a bad one here cannot occur (it would be skipped, never used).
+template <typename U, typename I, int D>
+__global__ void __launch_bounds__(kThreads) put_kernel(const Params<I, D> a) {
+  if (aborted(a.abort)) return;
+  Bad bad;
+  copy_thread<U, true>(a, I(blockIdx.x), I(threadIdx.x), I(gridDim.x), bad);
+}
+
+template <typename T, typename I, int D>
+__global__ void __launch_bounds__(kThreads)
+    add_kernel(const Params<I, D> a, scatter_arith::AccOf<T>* acc) {
+  if (aborted(a.abort)) return;
+  Bad bad;
+  add_thread<T>(a, acc, I(blockIdx.x), I(threadIdx.x), I(gridDim.x), bad);
+}
+
+template <typename T, bool kFinal, typename I, int D>
+__global__ void __launch_bounds__(kThreads) ws_kernel(const WsParams<I, D> a) {
+  if (kFinal && aborted(a.abort)) return;
+  ws_thread<T, kFinal>(a, I(blockIdx.x), I(threadIdx.x), I(gridDim.x));
+}
+
+template <typename I, int D>
+__global__ void __launch_bounds__(kThreads)
+    keys_kernel(const Params<I, D> a, uint64_t* keys, int64_t* vals) {
+  with_report(a, [&](Bad& bad) {
+    keys_thread(a, keys, vals, I(blockIdx.x), I(threadIdx.x), I(gridDim.x), bad);
+  });
+}
+
+template <typename T, bool kAdd, typename I, int D>
+__global__ void __launch_bounds__(kThreads) seg_kernel(const SegParams<I, D> a) {
+  if (aborted(a.abort)) return;
+  const int64_t n = a.n_seq * a.n_row;
+  for (int64_t t = int64_t(blockIdx.x) * kThreads + threadIdx.x; t < n;
+       t += int64_t(gridDim.x) * kThreads)
+    seg_thread<T, kAdd>(a, t);
+}
+
+__global__ void clear_abort_kernel(int64_t* word) {
+  *word = 0;
+}
+
+unsigned grid_for(int64_t n, int64_t per_block) {
+  return static_cast<unsigned>(
+      std::max<int64_t>(1, std::min(kMaxBlocks, (n + per_block - 1) / per_block)));
+}
+
+template <typename F>
+Status with_offsets(bool u32, int rank, F&& f) {
+  if (rank > 25) return Status::kUnsupported;
+  auto dims = [&](auto it) {
+    if (rank <= 6) return f(it, std::integral_constant<int, 6>{});
+    return f(it, std::integral_constant<int, 25>{});
+  };
+  return u32 ? dims(Tag<uint32_t>{}) : dims(Tag<int64_t>{});
+}
+
+bool narrow(DType t) {
+  switch (t) {
+    case DType::kFloat16:
+    case DType::kBFloat16:
+    case DType::kInt8:
+    case DType::kUInt8:
+    case DType::kInt16:
+    case DType::kBool:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool integral(DType t) {
+  switch (t) {
+    case DType::kBool:
+    case DType::kUInt8:
+    case DType::kInt8:
+    case DType::kInt16:
+    case DType::kInt32:
+    case DType::kInt64:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool adds(const IndexKArgs& a) {
+  return a.desc.combine == Combine::kAdd;
+}
+
+// The narrow types accumulate in float32 (float16, bfloat16) or int32 (the rest).
+constexpr int64_t kAccBytes = 4;
+
+int64_t align256(int64_t b) {
+  return (b + 255) / 256 * 256;
+}
+
+// Deterministic writes that may meet duplicates take the sorted path; an integer add is exact
+// in any order and keeps the atomics.
+bool sorted_path(const IndexKArgs& a, const IndexKPlan& p) {
+  const bool exact_add = a.desc.combine == Combine::kAdd && integral(a.self.dtype);
+  return a.desc.role == IndexRole::kWrite && a.deterministic && p.may_collide && !exact_add;
+}
+
+// The sorted path's workspace: two key and two value arrays (CUB's DoubleBuffer), then CUB's
+// temporary storage.
+struct SortSpace {
+  uint64_t* keys[2] = {};
+  int64_t* vals[2] = {};
+  void* temp = nullptr;
+  size_t temp_bytes = 0;
+  int64_t total = 0;
+};
+
+SortSpace sort_space(const IndexKPlan& p, void* base) {
+  SortSpace w;
+  const int64_t n = p.seq.numel;
+  cub::DoubleBuffer<uint64_t> k(nullptr, nullptr);
+  cub::DoubleBuffer<int64_t> v(nullptr, nullptr);
+  cub::DeviceRadixSort::SortPairs(nullptr, w.temp_bytes, k, v, n);  // size query only
+  char* b = static_cast<char*>(base);
+  const int64_t arr = align256(n * 8);
+  for (int i = 0; i < 2; ++i) {
+    w.keys[i] = reinterpret_cast<uint64_t*>(b ? b + i * arr : nullptr);
+    w.vals[i] = reinterpret_cast<int64_t*>(b ? b + (2 + i) * arr : nullptr);
+  }
+  w.temp = b ? b + 4 * arr : nullptr;
+  w.total = 4 * arr + align256(int64_t(w.temp_bytes));
+  return w;
+}
+
+template <typename I, int D>
+Status launch_sorted(const IndexKArgs& args, const IndexKPlan& plan, void* ws, CudaErrorRecord* rec,
+                     AbortWord abort, cudaStream_t s) {
+  SortSpace w = sort_space(plan, ws);
+  const Params<I, D> p = make_params<I, D>(args, plan, plan.seq, rec, abort);
+  keys_kernel<I, D><<<grid_for(plan.seq.numel, int64_t(kThreads) * kUnroll), kThreads, 0, s>>>(
+      p, w.keys[0], w.vals[0]);
+  cub::DoubleBuffer<uint64_t> k(w.keys[0], w.keys[1]);
+  cub::DoubleBuffer<int64_t> v(w.vals[0], w.vals[1]);
+  if (cub::DeviceRadixSort::SortPairs(w.temp, w.temp_bytes, k, v, plan.seq.numel, 0, key_bits(args),
+                                      s) != cudaSuccess)
+    return Status::kDeviceError;
+  const SegParams<I, D> g = make_seg_params<I, D>(args, plan, k.Current(), v.Current(), abort);
+  const unsigned blocks = grid_for(plan.seq.numel * plan.row.numel, kThreads);
+  if (!adds(args))
+    return cuda_gather::with_unit(int(elem_size(args.self.dtype)), [&](auto ut) {
+      seg_kernel<typename decltype(ut)::type, false, I, D><<<blocks, kThreads, 0, s>>>(g);
+      return Status::kOk;
+    });
+  return elem::with_type(args.self.dtype, [&](auto tag) {
+    seg_kernel<typename decltype(tag)::type, true, I, D><<<blocks, kThreads, 0, s>>>(g);
+    return Status::kOk;
+  });
+}
+
+Status launch(const IndexKArgs& args, const IndexKPlan& plan, void* ws, CudaErrorRecord* rec,
+              AbortWord abort, cudaStream_t s) {
+  const int64_t es = elem_size(args.self.dtype);
+  const int rank = std::max({plan.loop.rank, plan.unravel.rank, plan.seq.rank, plan.row.rank});
+  return with_offsets(plan.loop.fits_int32, rank, [&](auto it, auto dims) -> Status {
+    using I = typename decltype(it)::type;
+    constexpr int D = decltype(dims)::value;
+    if (sorted_path(args, plan)) return launch_sorted<I, D>(args, plan, ws, rec, abort, s);
+    const Params<I, D> p = make_params<I, D>(args, plan, plan.loop, rec, abort);
+    const unsigned blocks = grid_for(int64_t(p.numel), int64_t(kThreads) * kUnroll);
+    if (!writes(args))
+      return cuda_gather::with_unit(int(es * plan.vec), [&](auto ut) {
+        read_kernel<typename decltype(ut)::type, I, D><<<blocks, kThreads, 0, s>>>(p);
+        return Status::kOk;
+      });
+    const Params<I, D> c = make_params<I, D>(args, plan, plan.check, rec, abort);
+    check_kernel<I, D>
+        <<<grid_for(int64_t(c.numel), int64_t(kThreads) * kUnroll), kThreads, 0, s>>>(c);
+    if (!adds(args))
+      return cuda_gather::with_unit(int(es * plan.vec), [&](auto ut) {
+        put_kernel<typename decltype(ut)::type, I, D><<<blocks, kThreads, 0, s>>>(p);
+        return Status::kOk;
+      });
+    return elem::with_type(args.self.dtype, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      using A = scatter_arith::AccOf<T>;
+      if constexpr (std::is_same<A, T>::value) {
+        add_kernel<T, I, D><<<blocks, kThreads, 0, s>>>(p, static_cast<A*>(args.self.data));
+      } else {
+        const WsParams<I, D> w = make_ws_params<I, D>(args, ws, abort);
+        const unsigned wb = grid_for(int64_t(w.numel), kThreads);
+        ws_kernel<T, false, I, D><<<wb, kThreads, 0, s>>>(w);
+        add_kernel<T, I, D><<<blocks, kThreads, 0, s>>>(p, static_cast<A*>(ws));
+        ws_kernel<T, true, I, D><<<wb, kThreads, 0, s>>>(w);
+      }
+      return Status::kOk;
+    });
+  });
+}
+
+}  // namespace
+}  // namespace cuda_index_k
+
+size_t index_k_cuda_workspace_bytes(const IndexKArgs& args, const IndexKPlan& plan) {
+  using namespace cuda_index_k;  // NOLINT
+  if (args.desc.role != IndexRole::kWrite || plan.loop.numel == 0) return 0;
+  if (sorted_path(args, plan)) return static_cast<size_t>(sort_space(plan, nullptr).total);
+  if (args.desc.combine != Combine::kAdd || !narrow(args.self.dtype) || args.target.numel() == 0)
+    return 0;
+  return static_cast<size_t>(align256((args.target.max_offset() + 1) * kAccBytes));
+}
+
+Status index_k_cuda(const IndexKArgs& args, const IndexKPlan& plan, void* workspace,
+                    size_t workspace_bytes, void* stream, ErrorDetail* err) {
+  if (err) *err = ErrorDetail{};
+  if (plan.loop.numel == 0) return Status::kOk;
+  const bool w = args.desc.role == IndexRole::kWrite;
+  // The sorted path needs every row position to reach its own element.
+  if (cuda_index_k::sorted_path(args, plan) && !plan.sortable)
+    return detail::fail(err, Status::kUnsupported,
+                        "deterministic writes through an index expanded along a broadcast dim "
+                        "are not implemented on CUDA");
+  if (workspace_bytes < index_k_cuda_workspace_bytes(args, plan))
+    return detail::fail(err, Status::kInvalidArgument, "index_k_cuda(): workspace too small");
+
+  int device = 0;
+  SW_CUDA_TRY(cudaGetDevice(&device), err);
+  CudaErrorRecord* rec = nullptr;
+  Status st = cuda_error_slots(device, &rec, nullptr, err);
+  if (st != Status::kOk) return st;
+  cuda_index_k::AbortWord abort;
+  if (w) {
+    st = cuda_abort_word(device, &abort.word, &abort.gen, err);
+    if (st != Status::kOk) return st;
+  }
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  SW_CUDA_TRY(cudaStreamIsCapturing(s, &capture), err);
+
+  st = cuda_index_k::launch(args, plan, workspace, rec, abort, s);
+  if (st != Status::kOk) {
+    if (err) err->op = args.desc.op;
+    return detail::fail(err, st, "index_k_cuda(): more than 25 dims after coalescing");
+  }
+  // A captured call replays its generation: the graph ends by clearing the word again.
+  if (w && capture != cudaStreamCaptureStatusNone)
+    cuda_index_k::clear_abort_kernel<<<1, 1, 0, s>>>(abort.word);
+  SW_CUDA_TRY(cudaGetLastError(), err);
+  if (cuda_check_mode() == CudaCheckMode::kSync && capture == cudaStreamCaptureStatusNone) {
+    SW_CUDA_TRY(cudaStreamSynchronize(s), err);
+    return cuda_poll_errors(device, nullptr, err);
+  }
+  return Status::kOk;
+}
+
+}  // namespace stridewise

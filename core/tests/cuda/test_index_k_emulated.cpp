@@ -1,0 +1,245 @@
+// The CUDA advanced-indexing kernel bodies (index_k_cuda_impl.h) run on the host for every
+// block and thread of their grid, over the same random cases as the CPU executor's test and
+// against the same logical reference: the unit (vector) offsets, the k terms with their
+// wrap, the unravel calculator, the validation pass that stops a write, and the narrow types'
+// workspace. Needs no GPU; never skips.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "index_k_case.h"
+#include "index_k_cuda_impl.h"
+
+namespace swt {
+namespace {
+
+using stridewise::Combine;
+using stridewise::ErrorDetail;
+using stridewise::IndexKPlan;
+using stridewise::IndexMode;
+using stridewise::IndexRole;
+using stridewise::Status;
+namespace ik = stridewise::cuda_index_k;
+
+template <typename I>
+I grid_of(int64_t n) {  // a small grid, so the grid-stride loops turn more than once
+  return I(std::max<int64_t>(1, std::min<int64_t>(3, (n + 1023) / 1024)));
+}
+
+template <typename U, typename I, int D>
+void copy_all(const ik::Params<I, D>& p, bool write, ik::Bad& bad) {
+  const I g = grid_of<I>(int64_t(p.numel));
+  for (I b = 0; b < g; ++b)
+    for (I t = 0; t < I(ik::kThreads); ++t) {
+      if (write)
+        ik::copy_thread<U, true>(p, b, t, g, bad);
+      else
+        ik::copy_thread<U, false>(p, b, t, g, bad);
+    }
+}
+
+// Emulates index_k_cuda's launch sequence for one case; returns whether a bad value was met.
+template <typename I, int D>
+bool emulate(const stridewise::IndexKArgs& a, const IndexKPlan& plan) {
+  int64_t word = 0;
+  const ik::AbortWord abort{&word, 1};
+  const ik::Params<I, D> p = ik::make_params<I, D>(a, plan, plan.loop, nullptr, abort);
+  const I g = grid_of<I>(int64_t(p.numel));
+  ik::Bad bad;
+  if (ik::writes(a)) {
+    const ik::Params<I, D> c = ik::make_params<I, D>(a, plan, plan.check, nullptr, abort);
+    const I gc = grid_of<I>(int64_t(c.numel));
+    for (I b = 0; b < gc; ++b)
+      for (I t = 0; t < I(ik::kThreads); ++t) ik::check_thread(c, b, t, gc, bad);
+    if (bad.b.any) return true;  // the abort word: nothing is written
+  }
+  const int bytes = stridewise::elem_size(a.self.dtype) * plan.vec;
+  if (a.desc.combine == Combine::kCopy) {
+    const Status s = stridewise::cuda_gather::with_unit(bytes, [&](auto ut) {
+      copy_all<typename decltype(ut)::type>(p, ik::writes(a), bad);
+      return Status::kOk;
+    });
+    EXPECT_EQ(s, Status::kOk);
+    return bad.b.any;
+  }
+  // Adds: float32 and int32 accumulate in place; the test adds no narrow type through here.
+  if (a.self.dtype == DType::kInt32) {
+    for (I b = 0; b < g; ++b)
+      for (I t = 0; t < I(ik::kThreads); ++t)
+        ik::add_thread<int32_t>(p, static_cast<int32_t*>(a.self.data), b, t, g, bad);
+  } else {
+    for (I b = 0; b < g; ++b)
+      for (I t = 0; t < I(ik::kThreads); ++t)
+        ik::add_thread<float>(p, static_cast<float*>(a.self.data), b, t, g, bad);
+  }
+  return bad.b.any;
+}
+
+bool emulate_any(const stridewise::IndexKArgs& a, const IndexKPlan& plan, bool wide) {
+  if (!wide && plan.loop.fits_int32 && plan.loop.rank <= 6 && plan.unravel.rank <= 6)
+    return emulate<uint32_t, 6>(a, plan);
+  return emulate<int64_t, 25>(a, plan);
+}
+
+TEST(IndexKEmulated, BodiesMatchReference) {
+  const uint64_t seed = test_seed();
+  Rng rng(seed);
+  const DType dts[] = {DType::kFloat32, DType::kInt8, DType::kFloat16, DType::kFloat64,
+                       DType::kComplex128};
+  int raced = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const IndexMode mode = trial % 3 == 2 ? IndexMode::kUnravel : IndexMode::kSum;
+    const IndexRole role = trial % 2 ? IndexRole::kWrite : IndexRole::kRead;
+    const Combine comb =
+        role == IndexRole::kWrite && trial % 4 == 1 ? Combine::kAdd : Combine::kCopy;
+    // Adds in int32: exact in any order, so the threads' order cannot hide a wrong sum.
+    const DType dt = comb == Combine::kAdd ? DType::kInt32 : dts[trial % 5];
+    IndexKCase c = make_index_k_case(rng, dt, mode, role, comb);
+    // Copies onto one element race on a GPU: any writer may win, so such cases are left out.
+    if (role == IndexRole::kWrite && comb == Combine::kCopy && index_k_has_duplicates(c)) {
+      ++raced;
+      continue;
+    }
+    const std::vector<unsigned char> want = index_k_reference(c);
+    IndexKPlan plan;
+    ErrorDetail err;
+    ASSERT_EQ(stridewise::plan_index_k(c.args, &plan, &err), Status::kOk) << err.message;
+    EXPECT_FALSE(emulate_any(c.args, plan, trial % 7 == 0)) << c.describe();
+    const TestTensor& t = role == IndexRole::kWrite ? c.self : c.dense;
+    EXPECT_EQ(diff_bytes(t.base(), want.data(), want.size()), "")
+        << "seed " << seed << " trial " << trial << " " << c.describe();
+    if (HasFailure()) return;
+  }
+  EXPECT_LT(raced, 60);  // most write copies were compared
+}
+
+// x[i] and x[i] = v over contiguous rows: the unit (vector) path, 16-byte units.
+TEST(IndexKEmulated, RowsMoveInVectorUnits) {
+  Rng rng(test_seed());
+  for (IndexRole role : {IndexRole::kRead, IndexRole::kWrite}) {
+    IndexKCase c;
+    c.self = make_tensor(DType::kFloat32, {8, 16}, {16, 1}, 4);
+    c.dense = make_tensor(DType::kFloat32, {5, 16}, {16, 1}, 0);
+    c.idx.push_back(make_tensor(DType::kInt64, {5}, {1}, 0));
+    fill_random_bytes(rng, c.self);
+    fill_random_bytes(rng, c.dense);
+    const int64_t vals[5] = {3, -1, 0, -8, 6};  // distinct rows: a write has one winner each
+    for (int i = 0; i < 5; ++i) write_index(c.idx[0].view, i, vals[i]);
+    c.shape = {5, 16};
+    c.bshape = {5};
+    c.dims = {0};
+    stridewise::IndexKArgs& a = c.args;
+    a.desc = {stridewise::OpCode::kIndex, role, Combine::kCopy, true};
+    a.self = c.self.view;
+    a.self.strides[0] = 0;
+    a.self.sizes[0] = 5;
+    a.target = c.self.view;
+    (role == IndexRole::kWrite ? a.src : a.out) = c.dense.view;
+    a.index[0] = c.idx[0].view;
+    a.index[0].rank = 2;
+    a.index[0].sizes[1] = 16;
+    a.index[0].strides[1] = 0;
+    a.term_size[0] = 8;
+    a.term_stride[0] = 16;
+    const std::vector<unsigned char> want = index_k_reference(c);
+    IndexKPlan plan;
+    ErrorDetail err;
+    ASSERT_EQ(stridewise::plan_index_k(a, &plan, &err), Status::kOk) << err.message;
+    EXPECT_EQ(plan.vec, 4);  // offset 4 floats: 16-byte aligned in a fresh buffer
+    EXPECT_FALSE(emulate_any(a, plan, false));
+    const TestTensor& t = role == IndexRole::kWrite ? c.self : c.dense;
+    EXPECT_EQ(diff_bytes(t.base(), want.data(), want.size()), "");
+  }
+}
+
+// The sorted path: keys, a stable sort (CUB's on the device), then the segment walk. Duplicates
+// resolve in index order, so copies (last writer) and float32 sums (in order, in the
+// accumulation type) equal the reference bitwise.
+template <typename I, int D>
+bool emulate_sorted(const stridewise::IndexKArgs& a, const IndexKPlan& plan) {
+  int64_t word = 0;
+  const ik::AbortWord abort{&word, 1};
+  const ik::Params<I, D> p = ik::make_params<I, D>(a, plan, plan.seq, nullptr, abort);
+  const int64_t n = plan.seq.numel;
+  std::vector<uint64_t> keys(n);
+  std::vector<int64_t> vals(n);
+  const I g = grid_of<I>(n);
+  ik::Bad bad;
+  for (I b = 0; b < g; ++b)
+    for (I t = 0; t < I(ik::kThreads); ++t)
+      ik::keys_thread(p, keys.data(), vals.data(), b, t, g, bad);
+  if (bad.b.any) return true;
+  std::vector<int64_t> order(n);
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t x, int64_t y) { return keys[x] < keys[y]; });
+  std::vector<uint64_t> sk(n);
+  std::vector<int64_t> sv(n);
+  for (int64_t i = 0; i < n; ++i) sk[i] = keys[order[i]], sv[i] = vals[order[i]];
+  const ik::SegParams<I, D> s = ik::make_seg_params<I, D>(a, plan, sk.data(), sv.data(), abort);
+  for (int64_t t = 0; t < n * plan.row.numel; ++t) {
+    if (a.desc.combine == Combine::kAdd)
+      ik::seg_thread<float, true>(s, t);
+    else
+      stridewise::cuda_gather::with_unit(stridewise::elem_size(a.self.dtype), [&](auto ut) {
+        ik::seg_thread<typename decltype(ut)::type, false>(s, t);
+        return Status::kOk;
+      });
+  }
+  return false;
+}
+
+TEST(IndexKEmulated, SortedPathResolvesDuplicatesInIndexOrder) {
+  const uint64_t seed = test_seed();
+  Rng rng(seed);
+  int dups = 0, ran = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const IndexMode mode = trial % 3 == 2 ? IndexMode::kUnravel : IndexMode::kSum;
+    const Combine comb = trial % 2 ? Combine::kAdd : Combine::kCopy;
+    const DType dt =
+        comb == Combine::kAdd ? DType::kFloat32 : (trial % 4 ? DType::kInt16 : DType::kComplex128);
+    IndexKCase c = make_index_k_case(rng, dt, mode, IndexRole::kWrite, comb);
+    IndexKPlan plan;
+    ErrorDetail err;
+    ASSERT_EQ(stridewise::plan_index_k(c.args, &plan, &err), Status::kOk) << err.message;
+    if (!plan.sortable) continue;
+    ++ran;
+    dups += index_k_has_duplicates(c);
+    const std::vector<unsigned char> want = index_k_reference(c);
+    const bool small = plan.seq.fits_int32 && plan.seq.rank <= 6 && plan.row.rank <= 6;
+    const bool bad = small && trial % 2 ? emulate_sorted<uint32_t, 6>(c.args, plan)
+                                        : emulate_sorted<int64_t, 25>(c.args, plan);
+    EXPECT_FALSE(bad);
+    EXPECT_EQ(diff_bytes(c.self.base(), want.data(), want.size()), "")
+        << "seed " << seed << " trial " << trial << " " << c.describe();
+    if (HasFailure()) return;
+  }
+  EXPECT_GT(ran, 200);
+  EXPECT_GT(dups, 30);  // the cases this path exists for
+}
+
+TEST(IndexKEmulated, BadValueStopsEveryWrite) {
+  const uint64_t seed = test_seed();
+  Rng rng(seed);
+  int seen = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    const IndexMode mode = trial % 2 ? IndexMode::kUnravel : IndexMode::kSum;
+    const Combine comb = trial % 3 ? Combine::kCopy : Combine::kAdd;
+    IndexKCase c = make_index_k_case(rng, DType::kInt32, mode, IndexRole::kWrite, comb);
+    if (numel(c.shape) == 0) continue;
+    plant_bad_index(rng, c, static_cast<int>(rand_int(rng, 0, c.args.k - 1)), trial % 4 < 2);
+    const std::vector<unsigned char> before(c.self.base(), c.self.base() + c.self.storage_bytes());
+    IndexKPlan plan;
+    ErrorDetail err;
+    ASSERT_EQ(stridewise::plan_index_k(c.args, &plan, &err), Status::kOk) << err.message;
+    EXPECT_TRUE(emulate_any(c.args, plan, false)) << c.describe();
+    EXPECT_EQ(diff_bytes(c.self.base(), before.data(), before.size()), "") << c.describe();
+    ++seen;
+    if (HasFailure()) return;
+  }
+  EXPECT_GE(seen, 100);
+}
+
+}  // namespace
+}  // namespace swt

@@ -1,0 +1,40 @@
+// Advanced-indexing problems for the core tests (CPU, host emulation, GPU): random layouts of
+// every operand, k index tensors broadcast over one shape (negative values), or take/put's flat
+// positions; the views the adapter would build; an obvious reference over logical coordinates
+// (no planner).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "stridewise/index_k.h"
+#include "test_util.h"
+
+namespace swt {
+
+struct IndexKCase {
+  TestTensor self, dense;  // dense: out (read) or src (write)
+  std::vector<TestTensor> idx;
+  std::vector<int64_t> dims;    // kSum: indexed dims of self (adjacent, from `first`)
+  std::vector<int64_t> shape;   // iteration shape
+  std::vector<int64_t> bshape;  // the index tensors' broadcast shape
+  int64_t first = 0;
+  stridewise::IndexKArgs args;
+  std::string describe() const;
+};
+
+// Copy: any dtype. Add: float32 (the reference adds in index order) or int32 (exact in any
+// order).
+IndexKCase make_index_k_case(Rng& rng, DType dt, stridewise::IndexMode mode,
+                             stridewise::IndexRole role, stridewise::Combine comb);
+
+// The storage bytes self (write) or out (read) must hold afterwards.
+std::vector<unsigned char> index_k_reference(const IndexKCase& c);
+
+// Whether two positions reach one element of self (then a CUDA copy's winner is unspecified).
+bool index_k_has_duplicates(const IndexKCase& c);
+
+// Puts `value` into one random element of index tensor j; returns the limit |value| breaks.
+int64_t plant_bad_index(Rng& rng, IndexKCase& c, int j, bool high);
+
+}  // namespace swt
