@@ -226,10 +226,11 @@ def figure(results, source=None):
     n_dt = len(dtypes)
     label_size = 9 if len(rows) <= 24 else 8.5
 
-    fig = Figure(figsize=(10, 7.6), dpi=100)
+    crowded = len(cases) > 12  # bench_adv.py's 23 cases: slanted names under both panels
+    fig = Figure(figsize=(10, 8.4 if crowded else 7.6), dpi=100)
     FigureCanvasAgg(fig)
-    ax_r, ax_p = fig.subplots(2, 1, gridspec_kw={"height_ratios": [1.25, 1], "hspace": 0.32})
-    fig.subplots_adjust(left=0.105, right=0.985, top=0.81, bottom=0.075)
+    ax_r, ax_p = fig.subplots(2, 1, gridspec_kw={"height_ratios": [1.25, 1], "hspace": 0.45 if crowded else 0.32})
+    fig.subplots_adjust(left=0.105, right=0.985, top=0.81, bottom=0.11 if crowded else 0.075)
 
     # (a) ratio to ATen. log2: a bar's length is how many times faster (up) or slower (down).
     # Margins in log2 units leave room for the rotated labels beyond the longest bars: about a
@@ -283,7 +284,10 @@ def figure(results, source=None):
     for ax in (ax_r, ax_p):
         ax.set_xlim(-0.5, len(cases) - 0.5)
         ax.set_xticks(range(len(cases)))
-        ax.set_xticklabels(cases, fontsize=10.5)
+        if crowded:
+            ax.set_xticklabels(cases, fontsize=9, rotation=35, ha="right", rotation_mode="anchor")
+        else:
+            ax.set_xticklabels(cases, fontsize=10.5)
         for k in range(1, len(cases)):
             ax.axvline(k - 0.5, color="#E5E5E5", lw=0.8, zorder=0)
         ax.tick_params(axis="y", labelsize=10)
