@@ -33,14 +33,16 @@ kernel), is reported "not routed" and only ATen (and FlagGems) are timed. FlagGe
 `import flag_gems` works and the run is on CUDA) runs under flag_gems.use_gems(include=[its
 functions of the op]), or use_gems() when it names none; it is timed only where that changes the
 dispatcher's kernel of an overload the call reaches (stridewise.audit.coverage), else "not
-registered" (5.0.2 audit: index and index_put only, no take/put). Before timing, each implementation's result is compared once with
-ATen's: bitwise for data movement, the float64 rule of bench_scatter.check for accumulation;
-ours failing stops the run, FlagGems failing is marked in its column ("!") and still timed.
+registered" (5.0.2 audit: index and index_put only, no take/put). Before timing, each
+implementation's result is compared once with ATen's: bitwise for data movement, the float64
+rule of bench_scatter.check for accumulation; ours failing stops the run, FlagGems failing is
+marked in its column ("!") and still timed.
 
 Method: bench_scatter.py's (CUDA events around batches, warm-up, median, implementations
 interleaved with the order rotated, input sets rotated past twice the L2; an in-place op runs
 on the set's own self each call, which an accumulation grows: same cost). Accumulating cases
-are also timed in deterministic mode, ours and ATen's ("det" columns; not FlagGems). Bytes per
+are also timed in deterministic mode, ours and ATen's ("det" columns; not FlagGems; a side
+that raises there, as ATen's put_(accumulate=True) on CUDA does, is named under the table). Bytes per
 call: see BYTES_NOTE. The copy reference is dst.copy_(src) of the payload (the result for
 reads, the values for writes), GB/s counted read + write: "% copy" is the fraction of a copy's
 bandwidth. The results go to $OUT (or bench/results) as bench_adv.md / .json / .png.
@@ -350,14 +352,20 @@ def bench_case(args, sw, case, dtype_name, device, timer, l2):
         impls["flaggems"], ctx["flaggems"] = call, fg.pop("ctx")
     inner = pick_inner(timer, call, sets, args.target_us)
     t = run_batches(timer, impls, sets, inner, args.reps, args.warmup, ctx)
-    if accumulate:  # ATen's deterministic path always, ours where routed
-        det = {f"{k}_det": call for k in ("ours", "aten") if k in impls}
+    det_errors = {}
+    if accumulate:  # deterministic mode: ATen's always, ours where routed, each that runs (ATen's
+        det = {}    # put_(accumulate=True) on CUDA raises there, for one)
         with bs.deterministic(True):
-            try:
+            for k in ("ours", "aten"):
+                try:
+                    if k in impls:
+                        _result(c0, ctx.get(k, contextlib.nullcontext))
+                        det[f"{k}_det"] = call
+                except RuntimeError as e:
+                    det_errors[k] = str(e).splitlines()[0][:160]
+            if det:
                 t.update(run_batches(timer, det, sets, 1, max(3, args.reps // 3), 1,
                                      {"ours_det": ctx.get("ours", contextlib.nullcontext)}))
-            except RuntimeError as e:  # e.g. no deterministic implementation
-                print(f"    deterministic mode not timed: {str(e).splitlines()[0][:160]}", flush=True)
     n_copy = max(2, min(8, math.ceil(2 * l2 / max(2 * c0.payload * c0.args[0].element_size(), 1))))
     csrc = [_randn((c0.payload,), dtype, device, gen) for _ in range(n_copy)]
     cdst = torch.empty_like(csrc[0])
@@ -378,7 +386,7 @@ def bench_case(args, sw, case, dtype_name, device, timer, l2):
         "ours_gbs": gbs("ours"), "aten_gbs": gbs("aten"), "flaggems_gbs": gbs("flaggems"), "copy_gbs": copy_gbs,
         "ours_pct_copy": _ratio(100.0 * (gbs("ours") or 0.0), copy_gbs) if ours["routed"] else None,
         "aten_pct_copy": 100.0 * gbs("aten") / copy_gbs,
-        "host_us": None, "validate_pct": None, "raw_us": t,
+        "det_errors": det_errors, "host_us": None, "validate_pct": None, "raw_us": t,
     }
     if ours["routed"]:
         row["host_us"] = bs.host_time(sw, op, call, (sets[0],), device)
@@ -437,6 +445,9 @@ def table(rows):
     notes += [f"- FlagGems {why}: {cases}" for why, cases in _grouped(rows, lambda r: r["flaggems"]["why"]).items()]
     notes += [f"- FlagGems differs from ATen (marked !): {r['case']}/{r['dtype']}, {r['flaggems']['check']}"
               for r in rows if r["flaggems"]["ran"] and not r["flaggems"]["ok"]]
+    for who in ("ours", "aten"):
+        notes += [f"- deterministic mode, {'ATen' if who == 'aten' else who} not timed ({err}): {cases}" for err, cases
+                  in _grouped(rows, lambda r: r["det_errors"].get(who)).items()]
     return "\n".join(out + [""] + notes)
 
 
