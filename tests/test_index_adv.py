@@ -737,7 +737,7 @@ def test_out_forms(sw, seed, device):
                 problems.append(f"{name} {lay}: {r[0]} {r[1] if r[0] != 'ok' else 'returned another tensor'}")
                 continue
             if name == "index_put.out":
-                ok = torch.allclose(out, want, rtol=1e-6, atol=1e-6) and out.shape == want.shape
+                ok = out.shape == want.shape and torch.allclose(out, want, rtol=1e-6, atol=1e-6)
             else:
                 ok = same_bits(out, want)
             if not ok:

@@ -630,7 +630,7 @@ def _native_ops(fn, device, seed):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_pytorch_cases(sw, seed, device):
-    problems, compared = [], 0
+    problems, stats_bad, compared = [], [], 0
     total = {op: 0 for op in ADV_OPS}
     for k, (name, (fn, kind)) in enumerate(CASES.items()):
         if kind == "cpu" and device != "cpu":
@@ -650,12 +650,13 @@ def test_pytorch_cases(sw, seed, device):
         for op in _native_ops(fn, device, s):
             c = st.get(op)
             if not c or c["calls"] == 0:
-                problems.append(f"{name}: native ran {op!r}, stridewise did not (stats {c})")
+                stats_bad.append(f"{name}: native ran {op!r}, stridewise did not (stats {c})")
                 continue
             total[op] += c["calls"]
             if c["copies"] or c["fallback"] or c.get(device, 0) != c["calls"]:
-                problems.append(f"{name}: stats[{op!r}] = {c}")
+                stats_bad.append(f"{name}: stats[{op!r}] = {c}")
     assert compared >= 60, compared
+    problems += stats_bad  # value problems first
     assert all(total.values()) or problems, total
     assert not problems, fail_msg(problems[:40] + ([f"... {len(problems) - 40} more"] if len(problems) > 40 else []))
 
