@@ -166,6 +166,10 @@ struct AdvIndexOverloads {
     return put_impl_(r, indices, values, accumulate, unsafe);
   }
   static T& copy_out(const T& result, T& out) {
+    TORCH_CHECK(result.dtype() == out.dtype(), "Expected out tensor to have dtype ", result.dtype(),
+                ", but got ", out.dtype(), " instead");
+    TORCH_CHECK(result.device() == out.device(), "Expected out tensor to have device ",
+                result.device(), ", but got ", out.device(), " instead");
     at::native::resize_output(out, result.sizes());
     out.copy_(result);
     return out;
