@@ -1,6 +1,6 @@
-"""stridewise: PyTorch indexing ops (gather, the scatter family, the index_* family and
-embedding) that are correct for every strided layout, never copy an operand, and turn bad
-indices into catchable errors on CPU and CUDA.
+"""stridewise: PyTorch indexing ops (gather, the scatter family, the index_* family,
+embedding, advanced indexing, take and put) that are correct for every strided layout, never
+copy an operand, and turn bad indices into catchable errors on CPU and CUDA.
 
 Importing the package loads the native library, which registers ``torch.ops.stridewise.*``.
 Nothing changes for ``torch.gather`` / ``torch.scatter*`` until you route them::
@@ -14,7 +14,10 @@ Supported ops (names for enable/use/stats): "gather", "scatter" (scatter with sr
 optionally reduce="add"/"multiply"; in-place and out= forms), "scatter_add" and
 "scatter_reduce" (sum/prod/mean/amax/amin, include_self); the dim-indexed ops, run as gather and
 scatter over views: "index_select", "index_add", "index_copy", "index_reduce"
-(prod/mean/amax/amin, include_self), "embedding" and "embedding_dense_backward".
+(prod/mean/amax/amin, include_self), "embedding" and "embedding_dense_backward"; advanced
+indexing on k index tensors: "index" (x[i], x[:, i], x[i, j], x[mask]), "index_put" (x[i] = v,
+x[i] += v, index_put / index_put_ / _index_put_impl_, the backward of x[i]), "take" and "put"
+(put_ / put, accumulate).
 
 All op logic is native; this module only forwards. See docs/python_api.md.
 """
@@ -69,15 +72,16 @@ def _names(ops: Names) -> List[str]:
 def supported_ops() -> List[str]:
     """Ops stridewise implements (and enable() accepts):
     ['gather', 'scatter', 'scatter_add', 'scatter_reduce', 'index_select', 'index_add',
-    'index_copy', 'index_reduce', 'embedding', 'embedding_dense_backward'] (order not
-    guaranteed)."""
+    'index_copy', 'index_reduce', 'embedding', 'embedding_dense_backward', 'index', 'index_put',
+    'take', 'put'] (order not guaranteed)."""
     return list(_ops._supported())
 
 
 def enable(include: Names = None, exclude: Names = None) -> List[str]:
     """Routes the aten:: forms of the selected ops (torch.gather, Tensor.gather, out=, ...;
     torch.scatter / Tensor.scatter_ / scatter_add / scatter_reduce, with their in-place and out=
-    forms) on CPU and CUDA to stridewise. ``include`` None/empty means every supported op;
+    forms; x[i], x[i] = v, x[i] += v, torch.take, Tensor.put_ and the backward of x[i]) on CPU
+    and CUDA to stridewise. ``include`` None/empty means every supported op;
     ``exclude`` removes ops. Replaces any previous selection. Returns the ops now enabled.
     Unknown names raise ValueError. Autograd keeps ATen's formulas.
 
@@ -121,8 +125,11 @@ def stats() -> dict:
     'vectorized': n, 'int64_offsets': n, 'errors': n, 'noncontig_src': n, 'expanded_src': n,
     'deterministic': n, 'fallback': n}} for op in supported_ops(). Counts torch.ops.stridewise
     calls and routed aten:: calls alike. 'copies' is always 0: stridewise never copies an
-    operand. 'fallback' counts scatter-family calls handed to ATen's own kernel (a dtype /
-    reduction the core does not run, e.g. uint16 or bool mean: ATen's result or error)."""
+    operand (one exception: index_put on CUDA with a CPU 0-dim value, moved over as ATen moves
+    it). 'fallback' counts calls handed to ATen's own kernel (a dtype / reduction the core does
+    not run, e.g. uint16 or bool mean; for advanced indexing also more than 4 index tensors,
+    an index on another device, x[mask] = scalar (ATen's masked_fill_): ATen's result or
+    error)."""
     return json.loads(_ops._stats())
 
 

@@ -60,6 +60,10 @@ _PACKETS = {
     "index_reduce": ("index_reduce", "index_reduce_"),
     "embedding": ("embedding",),
     "embedding_dense_backward": ("embedding_dense_backward",),
+    "index": ("index",),
+    "index_put": ("index_put", "index_put_", "_index_put_impl", "_index_put_impl_"),
+    "take": ("take",),
+    "put": ("put", "put_"),
 }
 
 _pass: Optional[Any] = None  # the installed pass object (None: not installed)
