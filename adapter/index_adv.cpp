@@ -90,15 +90,28 @@ std::vector<int64_t> contiguous_strides(at::IntArrayRef sizes) {
   return st;
 }
 
+// c10's non-overlapping-and-dense and contiguity rules, on sizes and strides.
 bool non_overlapping_dense(at::IntArrayRef sizes, at::IntArrayRef strides) {
-  std::vector<size_t> order(sizes.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    if (sizes[a] < 2 || sizes[b] < 2) return sizes[a] >= 2 && sizes[b] < 2;
+  std::vector<size_t> perm(sizes.size());
+  std::iota(perm.begin(), perm.end(), 0);
+  std::sort(perm.begin(), perm.end(), [&](size_t a, size_t b) {
+    if (sizes[a] < 2) return false;
+    if (sizes[b] < 2) return true;
     return strides[a] < strides[b];
   });
   int64_t expect = 1;
-  for (size_t d : order) {
+  for (size_t d : perm) {
+    if (sizes[d] < 2) return true;
+    if (strides[d] != expect) return false;
+    expect *= sizes[d];
+  }
+  return true;
+}
+
+bool contiguous(at::IntArrayRef sizes, at::IntArrayRef strides) {
+  int64_t expect = 1;
+  for (size_t d = sizes.size(); d-- > 0;) {
+    if (sizes[d] == 0) return true;
     if (sizes[d] == 1) continue;
     if (strides[d] != expect) return false;
     expect *= sizes[d];
@@ -271,19 +284,25 @@ std::vector<int64_t> build_views(const at::Tensor& self, const Terms& t, const c
     a->term_size[j] = self.size(dims[j]);
     a->term_stride[j] = self.stride(dims[j]);
     a->term_dim[j] = dims[j];
-    // ATen's copy of this index: int32 converted to int64 (dense layouts kept), then over the
-    // result's rank; on CUDA, all made contiguous unless their strides agree.
-    std::vector<int64_t> ist = bst;
+    // The strides of ATen's copy of this index (make_info, AdvancedIndex): broadcast by
+    // expand(), int32 converted by to(kLong) (a dense layout kept), reshaped to the result's rank.
+    auto geo = at::inferExpandGeometry_dimvector(idx.sizes(), idx.strides(), t.bshape);
+    std::vector<int64_t> ist(geo.strides.begin(), geo.strides.end());
     if (idx.scalar_type() == at::kInt && !non_overlapping_dense(t.bshape, ist))
       ist = contiguous_strides(t.bshape);
+    std::vector<int64_t> shape(r, 1);
+    std::copy(t.bshape.begin(), t.bshape.end(), shape.begin() + pos);
+    const auto viewed = at::detail::computeStride(t.bshape, ist, shape);
+    ist = viewed.has_value() ? *viewed : contiguous_strides(shape);
     if (!index_ops.empty() && ist != index_ops.front()) same = false;
     index_ops.push_back(ist);
   }
+  std::vector<int64_t> shape(r, 1);
+  std::copy(t.bshape.begin(), t.bshape.end(), shape.begin() + pos);
   for (std::vector<int64_t>& ist : index_ops) {
-    if (cuda && a->k >= 2 && !same) ist = contiguous_strides(t.bshape);
-    std::vector<int64_t> full(r, 0);
-    for (int64_t b = 0; b < nb; ++b) full[pos + b] = t.bshape[b] == 1 ? 0 : ist[b];
-    ops->push_back(full);
+    // CUDA: all made contiguous() unless their strides agree
+    if (cuda && a->k >= 2 && !same && !contiguous(shape, ist)) ist = contiguous_strides(shape);
+    ops->push_back(iter_strides(shape, ist, sizes));
   }
   return sizes;
 }
