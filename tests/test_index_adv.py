@@ -749,20 +749,30 @@ def test_out_forms(sw, seed, device):
     problems = []
     sw.reset_stats()
     for name, (fn, want) in calls.items():
-        for lay in ("contiguous", "transpose", "step_slice", "wrong size"):
-            if lay == "wrong size":
-                out = poisoned([3], x.dtype, device)
-            else:
-                out = poisoned(want.shape, x.dtype, device, lay, rng)
-            with routing(sw):
+        for k, lay in enumerate(("contiguous", "transpose", "step_slice", "wrong size")):
+            def make_out():
+                if lay == "wrong size":
+                    return poisoned([3], x.dtype, device)   # resized, with ATen's warning
+                return poisoned(want.shape, x.dtype, device, lay, random.Random(seed + k))
+            out_n, out = make_out(), make_out()
+            with warnings.catch_warnings(record=True) as w_n:
+                warnings.simplefilter("always")
+                fn(out_n)
+            with routing(sw), warnings.catch_warnings(record=True) as w_s:
+                warnings.simplefilter("always")
                 r = outcome(lambda: fn(out))
             if r[0] != "ok" or r[1] is not out:
                 problems.append(f"{name} {lay}: {r[0]} {r[1] if r[0] != 'ok' else 'returned another tensor'}")
                 continue
+            if [str(m.message).splitlines()[0] for m in w_s] != [str(m.message).splitlines()[0] for m in w_n]:
+                problems.append(f"{name} {lay}: warnings {[str(m.message)[:60] for m in w_s]} vs native "
+                                f"{[str(m.message)[:60] for m in w_n]}")
+            if out.stride() != out_n.stride():
+                problems.append(f"{name} {lay}: out strides {out.stride()} vs native {out_n.stride()}")
             if name == "index_put.out":
                 ok = out.shape == want.shape and torch.allclose(out, want, rtol=1e-6, atol=1e-6)
             else:
-                ok = same_bits(out, want)
+                ok = same_bits(out, want) and same_bits(out, out_n)
             if not ok:
                 problems.append(f"{name} into {lay} out: out not written as native")
     for op in ADV_OPS:
