@@ -18,6 +18,10 @@ void* current_cuda_stream(c10::DeviceIndex device) {
 }
 
 void throw_cuda_index_error(const ErrorDetail& e, const char* where) {
+  // take/put: a flat position, no dim (ErrorDetail::dim -1)
+  TORCH_CHECK(e.dim >= 0, "stridewise.", op_name(e.op), " (cuda): index ", e.value,
+              " is out of range for a tensor of ", e.hi, " elements (valid range [", e.lo, ", ",
+              e.hi, ")); ", where);
   TORCH_CHECK(false, "stridewise.", op_name(e.op), " (cuda): ", format_index_error(e),
               " (valid range [", e.lo, ", ", e.hi, ")); ", where);
 }

@@ -19,7 +19,9 @@ void* current_cuda_stream(c10::DeviceIndex device);
 void raise_pending_cuda_error(c10::DeviceIndex device);
 
 // "stridewise.gather (cuda): index 17 is out of bounds for dimension 1 with size 16 (valid
-// range [0, 16)); <where>", where <where> says which check mode found it.
+// range [0, 16)); <where>", where <where> says which check mode found it. take/put (a flat
+// position, ErrorDetail::dim -1): "stridewise.take (cuda): index 10 is out of range for a tensor
+// of 6 elements (valid range [-6, 6)); <where>".
 [[noreturn]] void throw_cuda_index_error(const ErrorDetail& e, const char* where);
 
 // Where-texts for throw_cuda_index_error.
