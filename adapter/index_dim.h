@@ -53,10 +53,20 @@ void set_structured_output(ScatterForm form, at::Tensor& out, at::IntArrayRef si
 template <class Meta>
 struct MetaChecked final : Meta {
   MetaChecked(ScatterForm form, at::Tensor& out) : form_(form), out_(out) {}
+  // The virtual's signature depends on the torch version: the H200 image's 2.11 passes the
+  // output's dim names (named tensors), CI's 2.13 has none.
+#if __has_include(<ATen/core/Dimname.h>)
+  void set_output_raw_strided(int64_t /*output_idx*/, at::IntArrayRef sizes,
+                              at::IntArrayRef strides, at::TensorOptions options,
+                              at::DimnameList /*names*/) override {
+    set_structured_output(form_, out_, sizes, strides, options);
+  }
+#else
   void set_output_raw_strided(int64_t /*output_idx*/, at::IntArrayRef sizes,
                               at::IntArrayRef strides, at::TensorOptions options) override {
     set_structured_output(form_, out_, sizes, strides, options);
   }
+#endif
   const at::Tensor& maybe_get_output(int64_t /*output_idx*/) override { return out_; }
 
  private:
