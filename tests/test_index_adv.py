@@ -31,19 +31,29 @@ exactly.
 Routing: until the adapter registers these names, `routing()` runs the calls natively (so the
 value checks run) and every stats assertion fails, naming the missing op.
 
-Planted faults (done by hand, then reverted; the tests failed as listed):
-- a wrapper over the routed op that drops the last index element / writes one position off:
-  simulated by monkeypatching `routing()` to wrap torch.Tensor.__getitem__ results
-  (`x[key].flip(0)`) and index_put_ with a value + 1 on one element: test_each_op_routed,
-  test_index_layout_matrix, test_index_put_layout_matrix, test_dtypes and test_take_put_noncontig
-  failed with "differs from native";
-- out= written contiguously instead of through its strides (a wrapper that returned a fresh
-  tensor and left out untouched): test_out_forms failed ("out not written");
-- a swallowed error (a wrapper catching IndexError and returning self): test_bad_index_values
-  failed with native ('IndexError', ...) vs stridewise ('ok', ...);
-- the float64 rule: an accumulate wrapper that adds one value twice: test_dtypes and
-  test_index_put_broadcast_values failed with "further from the float64 reference";
-- deterministic mode: a wrapper keeping the first writer: test_deterministic failed.
+The planted faults (2026-12-02, by hand, then reverted; against the adapter of 25c9246): a
+TorchDispatchMode (kept out of the repo) entered by routing() together with sw.use(), so every
+routed call still ran on stridewise and then was corrupted, one kind at a time:
+  wrong          the first element of every index.Tensor / take / index_put / put result (and of
+                 self after index_put_ / put_ / _index_put_impl_) moved by 1% of the scale (bool:
+                 negated);
+  acc            the same, by half the scale, on accumulating index_put / put calls only;
+  swallow        an IndexError from these ops swallowed (self returned);
+  first_writer   deterministic x[i] = v with duplicates run with index and values reversed;
+  out_untouched  every *.out call returning out unwritten.
+What failed:
+  wrong: test_each_op_routed (11 calls "differs from native"), test_index_layout_matrix and
+    test_index_put_layout_matrix (every case), test_index_python_syntax, test_dtypes,
+    test_index_put_broadcast_values (each dtype), test_take_put_noncontig, test_gradcheck_*
+    (Jacobian mismatch), test_gradients_equal_native, test_deterministic;
+  acc: test_dtypes, test_index_put_broadcast_values (float32 and bfloat16 by the float64 rule,
+    int64 exactly), test_index_put_layout_matrix, test_take_put_noncontig, test_each_op_routed,
+    test_gradients_equal_native (float64 rule), test_gradcheck_float64_with_routing;
+  swallow: test_bad_index_values_match_aten_cpu (54 calls: native IndexError vs ours 'ok'),
+    test_argument_errors_match_aten_cpu (11), test_index_layout_matrix (masks of the wrong shape);
+  first_writer: test_deterministic ("not the last writer in index order");
+  out_untouched: test_out_forms (every out=), test_index_layout_matrix (index.Tensor_out),
+    test_argument_errors_match_aten_cpu (out dtype errors not raised).
 """
 from __future__ import annotations
 

@@ -21,12 +21,11 @@ CPU (CI): the full matrix of each spec (about 4,600 cases, ~25 s on 2 cores). CU
 without a GPU): the quick matrix sized down with --limit, in the 'sync' and 'deferred' check
 modes. Seeds: STRIDEWISE_SEED (conftest) picks the audit's --seed.
 
-Planted faults (by hand, reverted): the stats backend's enable() temporarily registered a wrong
-CPU kernel for aten::take (torch.library: the take of index 0 everywhere) and for aten::put_
-(accumulate dropped); test_cpu_matrix_passes_on_stridewise[take] and [put] failed with
-'wrong' cases (summary failed > 0); removing stridewise.enable() from the backend made every
-case fail its stats check ("no stridewise stats for 'index'"), as it does until the adapter
-registers the ops.
+Planted faults (by hand, reverted): the audit's stats backend entered the dispatch-mode
+plants of tests/test_index_adv.py's docstring in every worker after stridewise.enable().
+wrong: take 302 of 840 cases 'wrong' (bitwise), put 768 of 1533; swallow: take 48 and put 96
+'bad-error/missing-error' (the oob cases). Before the adapter registered the ops, every case
+was 'native' (run by ATen, not the backend) and the test failed on that.
 """
 from __future__ import annotations
 

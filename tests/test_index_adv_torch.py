@@ -56,10 +56,12 @@ Left out, and why:
   index_select, take_along_dim): issue 21's tests and the gather tests cover them;
 - test_jit_indexing's TorchScript compilation (the eager forms are kept).
 
-Planted fault (by hand, reverted): routing() in tests/test_index_adv.py temporarily returned a
-TorchDispatchMode that added 1 to the first element of every aten.index.Tensor / aten.take
-result and of every index_put_/put_ self after the call: test_pytorch_cases[cpu] failed, listing
-the data-movement cases ("differs from native"), the error cases unaffected.
+Planted faults (by hand, reverted): the dispatch-mode plants of tests/test_index_adv.py's
+docstring. test_pytorch_cases failed under each: wrong (40+ cases "differs from native"), acc
+("advancedindex: backward", "bool / byte mask accumulate", the put cases: "beyond PyTorch's
+tolerance"), swallow ("'ok' vs native 'IndexError: ...'" for the error cases and
+trivial_fancy_out_of_bounds), first_writer (index_put_non_accumulate_deterministic);
+test_autograd_put_gradcheck failed under wrong and acc (Jacobian mismatch).
 """
 from __future__ import annotations
 
