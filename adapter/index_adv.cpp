@@ -30,6 +30,7 @@
 #include <c10/util/accumulate.h>
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 #include <sstream>
 #include <string>
@@ -180,12 +181,10 @@ AdvPrep prepare_index_put(const at::Tensor& self, const OptTensors& indices,
     return fallback();  // one CPU value through a mask: ATen's masked_fill_
   if (!core_dtype(self, c) || k < 1 || k > kMaxIndexTerms || self.dim() > kMaxRank)
     return fallback();
-  at::Tensor value = values;
-  if (values.device() != self.device() && values.numel() == 1 && values.dim() == 0) {
-    value = values.to(self.device());  // ATen's move of a Python scalar's value; one element
-    stats.bump(kCopies);
-    call->keep.push_back(value);
-  }
+  // A Python scalar's value arrives as a 0-dim CPU tensor: the core takes its bytes
+  // (IndexKArgs::value) instead of the device copy ATen makes.
+  const at::Tensor& value = values;
+  const bool scalar_value = values.is_cpu() && !self.is_cpu() && values.dim() == 0;
   at::assert_no_overlap(self, values);
   for (const std::optional<at::Tensor>& i : indices)
     if (i.has_value() && i->defined()) at::assert_no_overlap(self, *i);
@@ -212,6 +211,10 @@ AdvPrep prepare_index_put(const at::Tensor& self, const OptTensors& indices,
   for (const at::Tensor& i : t.per_dim)
     if (i.defined()) call->keep.push_back(i);
   a.src = to_view(src, "index_put_", "values");
+  if (scalar_value) {
+    a.has_value = true;
+    std::memcpy(a.value, value.const_data_ptr(), value.element_size());
+  }
   a.target = to_view(self, "index_put_", "self", /*writable=*/true);
   a.self.data = a.target.data;
   a.desc = IndexedOpDesc{OpCode::kIndexPut, IndexRole::kWrite, c, true};
@@ -288,7 +291,8 @@ AdvPrep prepare_put(const at::Tensor& self, const at::Tensor& index, const at::T
     return AdvPrep::kFallback;
   }
   // put_'s checks, in its order and wording
-  if (!accumulate || self.is_cuda()) at::globalContext().alertNotDeterministic("put_");
+  // No alert for deterministic mode where ATen raises one (put_ without accumulate, and on CUDA
+  // with it): ours is deterministic on both devices (index_k.h); ATen's fallback raises its own.
   TORCH_CHECK(index.scalar_type() == at::kLong,
               "put_(): Expected a long tensor for index, but got ", index.scalar_type());
   TORCH_CHECK(self.scalar_type() == source.scalar_type(),

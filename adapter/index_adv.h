@@ -6,9 +6,9 @@
 //   put_(self, index, source, accumulate)             write at flat positions (kUnravel)
 // Every operand is a view: the index tensors broadcast with stride 0, `self` restrided onto the
 // result's shape (stride 0 along the broadcast dims), a bool/uint8 mask as the columns of its
-// nonzero() (select(1, j), never copied), values expanded to the result's shape. Nothing is
-// copied (stats() counts copies; the one exception, a CPU 0-dim value moved to a CUDA self as
-// ATen moves it, counts there).
+// nonzero() (select(1, j), never copied), values expanded to the result's shape, and a CPU
+// 0-dim value for a CUDA self (x[i] = 1.0) passed by value (IndexKArgs::value) where ATen copies
+// it to the device. Nothing is copied (stats() counts copies: always 0).
 //
 // index_adv.cpp (CPU) and index_adv_cuda.cpp (CUDA) instantiate AdvIndexOverloads<Backend,
 // Kernels> and register it under the routing names "index", "index_put", "take", "put".

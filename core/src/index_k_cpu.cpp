@@ -208,7 +208,9 @@ void fill_job(Job& j, const IndexKArgs& a, const LoopPlan<kN>& loop) {
   int64_t unit[kN];
   unit[kIkWritten] = unit[kIkOther] = j.es;
   j.base[kIkWritten] = static_cast<char*>(w ? a.self.data : a.out.data);
-  j.base[kIkOther] = static_cast<char*>(w ? a.src.data : a.self.data);
+  // A value: every position reads its bytes (src's strides are planned as 0).
+  j.base[kIkOther] = w && a.has_value ? reinterpret_cast<char*>(const_cast<unsigned char*>(a.value))
+                                      : static_cast<char*>(w ? a.src.data : a.self.data);
   for (int k = 0; k < kMaxIndexTerms; ++k) {
     const bool live = k < a.k;
     j.idx64[k] = live && a.index[k].dtype == DType::kInt64;
@@ -235,7 +237,7 @@ LoopPlan<kN> logical_plan(const IndexKArgs& a) {
   const int64_t* strides[kN + 1];
   strides[0] = counter;
   strides[1 + kIkWritten] = a.self.strides;
-  strides[1 + kIkOther] = a.src.strides;
+  strides[1 + kIkOther] = a.has_value ? kZeros : a.src.strides;
   for (int k = 0; k < kMaxIndexTerms; ++k)
     strides[1 + kIkIndex0 + k] = k < a.k ? a.index[k].strides : kZeros;
   const LoopPlan<kN + 1> p = plan_loop<kN + 1>(dense.rank, dense.sizes, strides);

@@ -2,11 +2,12 @@
 // index_k_cuda_impl.h. This file holds the __global__ wrappers, the launch and the checks.
 //
 // A call is one kernel for a read; for a write: a validation kernel (raises the call's abort
-// word on a bad value), then, for the narrow types' add, a workspace fill, the atomic kernel and
-// the workspace write-back, each of which writes nothing once the word is raised. A
-// deterministic write that may meet duplicates: keys (validating), CUB's stable radix sort,
-// then one thread per (target, row position) walking its writers in index order. No host
-// synchronization unless CudaCheckMode::kSync.
+// word on a bad value), then the copy or atomic kernel, which writes nothing once the word is
+// raised. The sorted path (the narrow types' adds; deterministic writes that may meet
+// duplicates): keys (validating), CUB's stable radix sort, then, per element written, its
+// first writer walks the run in index order (a block per sorted position for long rows, a
+// thread per (position, row element) otherwise). No host synchronization unless
+// CudaCheckMode::kSync.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -69,12 +70,6 @@ __global__ void __launch_bounds__(kThreads)
   add_thread<T>(a, acc, I(blockIdx.x), I(threadIdx.x), I(gridDim.x), bad);
 }
 
-template <typename T, bool kFinal, typename I, int D>
-__global__ void __launch_bounds__(kThreads) ws_kernel(const WsParams<I, D> a) {
-  if (kFinal && aborted(a.abort)) return;
-  ws_thread<T, kFinal>(a, I(blockIdx.x), I(threadIdx.x), I(gridDim.x));
-}
-
 template <typename I, int D>
 __global__ void __launch_bounds__(kThreads)
     keys_kernel(const Params<I, D> a, uint64_t* keys, int64_t* vals) {
@@ -83,13 +78,25 @@ __global__ void __launch_bounds__(kThreads)
   });
 }
 
+// Rows (row length >= kThreads): a block per sorted position; a head's threads split its row.
 template <typename T, bool kAdd, typename I, int D>
-__global__ void __launch_bounds__(kThreads) seg_kernel(const SegParams<I, D> a) {
+__global__ void __launch_bounds__(kThreads) seg_rows_kernel(const SegParams<I, D> a) {
   if (aborted(a.abort)) return;
-  const int64_t n = a.n_seq * a.n_row;
-  for (int64_t t = int64_t(blockIdx.x) * kThreads + threadIdx.x; t < n;
-       t += int64_t(gridDim.x) * kThreads)
-    seg_thread<T, kAdd>(a, t);
+  for (int64_t i = blockIdx.x; i < a.n_seq; i += gridDim.x) {
+    int64_t end = 0;
+    if (!seg_head(a, i, &end)) continue;  // the same answer for the whole block
+    for (int64_t r = threadIdx.x; r < a.n_row; r += kThreads) seg_walk<T, kAdd>(a, i, end, I(r));
+  }
+}
+
+// Short rows: a thread per (sorted position, row position), in I arithmetic.
+template <typename T, bool kAdd, typename I, int D>
+__global__ void __launch_bounds__(kThreads) seg_flat_kernel(const SegParams<I, D> a, I n) {
+  if (aborted(a.abort)) return;
+  for (I t = I(blockIdx.x) * kThreads + threadIdx.x; t < n; t += I(gridDim.x) * kThreads) {
+    const DivMod<I> ir = a.row_div.divmod(t);
+    seg_at<T, kAdd>(a, int64_t(ir.div), ir.mod);
+  }
 }
 
 __global__ void clear_abort_kernel(int64_t* word) {
@@ -143,18 +150,18 @@ bool adds(const IndexKArgs& a) {
   return a.desc.combine == Combine::kAdd;
 }
 
-// The narrow types accumulate in float32 (float16, bfloat16) or int32 (the rest).
-constexpr int64_t kAccBytes = 4;
-
 int64_t align256(int64_t b) {
   return (b + 255) / 256 * 256;
 }
 
-// Deterministic writes that may meet duplicates take the sorted path; an integer add is exact
-// in any order and keeps the atomics.
+// The sorted path takes the narrow types' adds (accumulated in float32/int32, rounded once per
+// element, never a per-step rounding in the storage type) and the deterministic writes that may
+// meet duplicates (an add of int32/int64 is exact in any order and keeps the atomics).
 bool sorted_path(const IndexKArgs& a, const IndexKPlan& p) {
-  const bool exact_add = a.desc.combine == Combine::kAdd && integral(a.self.dtype);
-  return a.desc.role == IndexRole::kWrite && a.deterministic && p.may_collide && !exact_add;
+  if (a.desc.role != IndexRole::kWrite) return false;
+  const bool add = a.desc.combine == Combine::kAdd;
+  if (add && narrow(a.self.dtype)) return true;
+  return a.deterministic && p.may_collide && !(add && integral(a.self.dtype));
 }
 
 // The sorted path's workspace: two key and two value arrays (CUB's DoubleBuffer), then CUB's
@@ -197,16 +204,22 @@ Status launch_sorted(const IndexKArgs& args, const IndexKPlan& plan, void* ws, C
                                       s) != cudaSuccess)
     return Status::kDeviceError;
   const SegParams<I, D> g = make_seg_params<I, D>(args, plan, k.Current(), v.Current(), abort);
-  const unsigned blocks = grid_for(plan.seq.numel * plan.row.numel, kThreads);
-  if (!adds(args))
-    return cuda_gather::with_unit(int(elem_size(args.self.dtype)), [&](auto ut) {
-      seg_kernel<typename decltype(ut)::type, false, I, D><<<blocks, kThreads, 0, s>>>(g);
-      return Status::kOk;
-    });
-  return elem::with_type(args.self.dtype, [&](auto tag) {
-    seg_kernel<typename decltype(tag)::type, true, I, D><<<blocks, kThreads, 0, s>>>(g);
+  const int64_t n = plan.seq.numel * plan.row.numel;
+  const bool rows = plan.row.numel >= kThreads || !std::is_same<I, uint32_t>::value;
+  auto go = [&](auto tag, auto add) {
+    using T = typename decltype(tag)::type;
+    if (rows)
+      seg_rows_kernel<T, decltype(add)::value, I, D>
+          <<<grid_for(plan.seq.numel, 1), kThreads, 0, s>>>(g);
+    else
+      seg_flat_kernel<T, decltype(add)::value, I, D>
+          <<<grid_for(n, kThreads), kThreads, 0, s>>>(g, I(n));
     return Status::kOk;
-  });
+  };
+  if (!adds(args))
+    return cuda_gather::with_unit(int(elem_size(args.self.dtype)),
+                                  [&](auto ut) { return go(ut, std::false_type{}); });
+  return elem::with_type(args.self.dtype, [&](auto tag) { return go(tag, std::true_type{}); });
 }
 
 Status launch(const IndexKArgs& args, const IndexKPlan& plan, void* ws, CudaErrorRecord* rec,
@@ -232,18 +245,12 @@ Status launch(const IndexKArgs& args, const IndexKPlan& plan, void* ws, CudaErro
         put_kernel<typename decltype(ut)::type, I, D><<<blocks, kThreads, 0, s>>>(p);
         return Status::kOk;
       });
+    // Here the accumulation type is the storage type (the others took the sorted path).
     return elem::with_type(args.self.dtype, [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       using A = scatter_arith::AccOf<T>;
-      if constexpr (std::is_same<A, T>::value) {
+      if constexpr (std::is_same<A, T>::value)
         add_kernel<T, I, D><<<blocks, kThreads, 0, s>>>(p, static_cast<A*>(args.self.data));
-      } else {
-        const WsParams<I, D> w = make_ws_params<I, D>(args, ws, abort);
-        const unsigned wb = grid_for(int64_t(w.numel), kThreads);
-        ws_kernel<T, false, I, D><<<wb, kThreads, 0, s>>>(w);
-        add_kernel<T, I, D><<<blocks, kThreads, 0, s>>>(p, static_cast<A*>(ws));
-        ws_kernel<T, true, I, D><<<wb, kThreads, 0, s>>>(w);
-      }
       return Status::kOk;
     });
   });
@@ -253,12 +260,8 @@ Status launch(const IndexKArgs& args, const IndexKPlan& plan, void* ws, CudaErro
 }  // namespace cuda_index_k
 
 size_t index_k_cuda_workspace_bytes(const IndexKArgs& args, const IndexKPlan& plan) {
-  using namespace cuda_index_k;  // NOLINT
-  if (args.desc.role != IndexRole::kWrite || plan.loop.numel == 0) return 0;
-  if (sorted_path(args, plan)) return static_cast<size_t>(sort_space(plan, nullptr).total);
-  if (args.desc.combine != Combine::kAdd || !narrow(args.self.dtype) || args.target.numel() == 0)
-    return 0;
-  return static_cast<size_t>(align256((args.target.max_offset() + 1) * kAccBytes));
+  if (plan.loop.numel == 0 || !cuda_index_k::sorted_path(args, plan)) return 0;
+  return static_cast<size_t>(cuda_index_k::sort_space(plan, nullptr).total);
 }
 
 Status index_k_cuda(const IndexKArgs& args, const IndexKPlan& plan, void* workspace,
@@ -269,8 +272,8 @@ Status index_k_cuda(const IndexKArgs& args, const IndexKPlan& plan, void* worksp
   // The sorted path needs every row position to reach its own element.
   if (cuda_index_k::sorted_path(args, plan) && !plan.sortable)
     return detail::fail(err, Status::kUnsupported,
-                        "deterministic writes through an index expanded along a broadcast dim "
-                        "are not implemented on CUDA");
+                        "a sorted write (narrow add, or deterministic) through an index expanded "
+                        "along a broadcast dim is not implemented on CUDA");
   if (workspace_bytes < index_k_cuda_workspace_bytes(args, plan))
     return detail::fail(err, Status::kInvalidArgument, "index_k_cuda(): workspace too small");
 

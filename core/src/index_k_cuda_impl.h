@@ -7,12 +7,13 @@
 //  - kSum: v_j = index_j[pos] in [-size_j, size_j), wrapped; term += v_j * stride_j;
 //  - kUnravel: v = index_0[pos] in [-numel, numel), wrapped, unravelled over target's dims by
 //    the shared OffsetCalculator (logical order, merged dims only).
-// Copies move units of U bytes (an element, or a vector of them: IndexKPlan::vec); adds run
-// per element in the accumulation type with atomics (on a float32/int32 workspace that
-// mirrors self's offsets for the narrow types, rounded once at the end). Bad values are never
-// addresses: reads skip and record them; writes run after a validation pass that raises the
-// call's abort word, which every write kernel checks first (the scatter family's rule: a call
-// that meets a bad value writes nothing).
+// Copies move units of U bytes (an element, or a vector of them: IndexKPlan::vec); adds of
+// float32/64, complex and int32/64 run per element with atomics on self. Adds of the narrow
+// types (float16, bfloat16: float32 accumulation, rounded once; int8/16, uint8, bool) and
+// deterministic writes take the sorted path below. Bad values are never addresses: reads skip
+// and record them; writes run after a validation pass that raises the call's abort word, which
+// every write kernel checks first (the scatter family's rule: a call that meets a bad value
+// writes nothing).
 #pragma once
 
 #include <cstdint>
@@ -57,7 +58,19 @@ struct Params {
   int32_t op;
   CudaErrorRecord* rec;  // null in the host emulation
   AbortWord abort;
+  bool has_value;  // write: src is this one value (IndexKArgs::value)
+  alignas(16) unsigned char value[16];
 };
+
+// The value bytes as a T (an element or its copy unit; never a vector: no vec with a value).
+template <typename T>
+SW_HOST_DEVICE SW_INLINE T value_as(const unsigned char* bytes) {
+  T v;
+  const unsigned char* b = bytes;
+  unsigned char* d = reinterpret_cast<unsigned char*>(&v);
+  for (unsigned i = 0; i < sizeof(T); ++i) d[i] = b[i];
+  return v;
+}
 
 template <typename I, int D>
 SW_HOST_DEVICE SW_INLINE int64_t load_index(const Params<I, D>& a, int j, I off) {
@@ -135,28 +148,32 @@ SW_HOST_DEVICE SW_INLINE void copy_thread(const Params<I, D>& a, I block, I thre
                   SW_HOST_ZERO(val);
                   SW_UNROLL
                   for (int u = 0; u < kUnroll; ++u)
-                    if (live[u]) val[u] = SW_LDG(src + (o[u].v[kIkOther] + (kWrite ? I(0) : t[u])));
+                    if (live[u])
+                      val[u] = kWrite && a.has_value
+                                   ? value_as<U>(a.value)
+                                   : SW_LDG(src + (o[u].v[kIkOther] + (kWrite ? I(0) : t[u])));
                   SW_UNROLL
                   for (int u = 0; u < kUnroll; ++u)
                     if (live[u]) dst[o[u].v[kIkWritten] + (kWrite ? t[u] : I(0))] = val[u];
                 });
 }
 
-// write add: acc[off + term] += src[pos], atomically; acc is self itself, or the workspace
-// that mirrors self's element offsets (narrow types).
+// write add: acc[off + term] += src[pos], atomically, on self (types whose accumulation type
+// is their own).
 template <typename T, typename I, int D>
 SW_HOST_DEVICE SW_INLINE void add_thread(const Params<I, D>& a, scatter_arith::AccOf<T>* acc,
                                          I block, I thread, I grid, Bad& bad) {
   using C = scatter_arith::Conv<T>;
   const T* const src = static_cast<const T*>(a.other);
-  each_position(a, block, thread, grid, bad,
-                [&](const Offsets<kN, I>* o, const I* t, const bool* live) {
-                  SW_UNROLL
-                  for (int u = 0; u < kUnroll; ++u)
-                    if (live[u])
-                      cuda_scatter::atomic_combine(acc + (o[u].v[kIkWritten] + t[u]),
-                                                   C::load(src[o[u].v[kIkOther]]), Combine::kAdd);
-                });
+  each_position(
+      a, block, thread, grid, bad, [&](const Offsets<kN, I>* o, const I* t, const bool* live) {
+        SW_UNROLL
+        for (int u = 0; u < kUnroll; ++u)
+          if (live[u])
+            cuda_scatter::atomic_combine(
+                acc + (o[u].v[kIkWritten] + t[u]),
+                C::load(a.has_value ? value_as<T>(a.value) : src[o[u].v[kIkOther]]), Combine::kAdd);
+      });
 }
 
 // Validation pass of a write: every position's values, nothing else.
@@ -164,32 +181,6 @@ template <typename I, int D>
 SW_HOST_DEVICE SW_INLINE void check_thread(const Params<I, D>& a, I block, I thread, I grid,
                                            Bad& bad) {
   each_position(a, block, thread, grid, bad, [](const Offsets<kN, I>*, const I*, const bool*) {});
-}
-
-// The narrow types' workspace: ws[off] = self[off] before, self[off] = ws[off] after, over
-// target's own view (offsets in elements).
-template <typename I, int D>
-struct WsParams {
-  OffsetCalculator<1, I, D> calc;
-  void* self;
-  void* ws;
-  I numel;
-  AbortWord abort;
-};
-
-template <typename T, bool kFinal, typename I, int D>
-SW_HOST_DEVICE SW_INLINE void ws_thread(const WsParams<I, D>& a, I block, I thread, I grid) {
-  using C = scatter_arith::Conv<T>;
-  using A = scatter_arith::AccOf<T>;
-  T* const self = static_cast<T*>(a.self);
-  A* const ws = static_cast<A*>(a.ws);
-  for (I i = block * I(kThreads) + thread; i < a.numel; i += grid * I(kThreads)) {
-    const I off = a.calc.get(i).v[0];
-    if (kFinal)
-      self[off] = C::store(ws[off]);
-    else
-      ws[off] = C::load(self[off]);
-  }
 }
 
 // ---- the sorted path (deterministic writes) ----------------------------------------------
@@ -225,28 +216,38 @@ template <typename I, int D>
 struct SegParams {
   OffsetCalculator<kN, I, D> seq;  // q -> src offset (kIkOther)
   OffsetCalculator<kN, I, D> row;  // r -> self (kIkWritten) and src (kIkOther) offsets
+  IntDivider<I> row_div;           // n_row, for the one-thread-per-(i, r) mapping
   const uint64_t* keys;            // sorted
   const int64_t* vals;
   int64_t n_seq, n_row;
   void* self;
   const void* src;
   AbortWord abort;
+  bool has_value;
+  alignas(16) unsigned char value[16];
 };
 
-// T: the element type (add) or the copy unit of the element's size (copy).
-template <typename T, bool kAdd, typename I, int D>
-SW_HOST_DEVICE SW_INLINE void seg_thread(const SegParams<I, D>& a, int64_t t) {
-  const int64_t i = t / a.n_row;
-  const I r = I(t % a.n_row);
+// Whether sorted position i is the first writer of its element, and where its run ends.
+template <typename I, int D>
+SW_HOST_DEVICE SW_INLINE bool seg_head(const SegParams<I, D>& a, int64_t i, int64_t* end) {
   const uint64_t key = a.keys[i];
-  if (i > 0 && a.keys[i - 1] == key) return;  // not the first writer of its element
-  int64_t end = i + 1;
-  while (end < a.n_seq && a.keys[end] == key) ++end;
+  if (i > 0 && a.keys[i - 1] == key) return false;
+  int64_t e = i + 1;
+  while (e < a.n_seq && a.keys[e] == key) ++e;
+  *end = e;
+  return true;
+}
+
+// The writers [i, end) of one element, at row position r, in index order. T: the element type
+// (add) or the copy unit of the element's size (copy).
+template <typename T, bool kAdd, typename I, int D>
+SW_HOST_DEVICE SW_INLINE void seg_walk(const SegParams<I, D>& a, int64_t i, int64_t end, I r) {
   const Offsets<kN, I> ro = a.row.get(r);
-  T* const dst = static_cast<T*>(a.self) + (I(key) + ro.v[kIkWritten]);
+  T* const dst = static_cast<T*>(a.self) + (I(a.keys[i]) + ro.v[kIkWritten]);
   const T* const src = static_cast<const T*>(a.src);
   auto src_of = [&](int64_t j) {
-    return src[a.seq.get(I(a.vals[j])).v[kIkOther] + ro.v[kIkOther]];
+    return a.has_value ? value_as<T>(a.value)
+                       : src[a.seq.get(I(a.vals[j])).v[kIkOther] + ro.v[kIkOther]];
   };
   if constexpr (kAdd) {
     using C = scatter_arith::Conv<T>;
@@ -257,6 +258,13 @@ SW_HOST_DEVICE SW_INLINE void seg_thread(const SegParams<I, D>& a, int64_t t) {
   } else {
     *dst = src_of(end - 1);
   }
+}
+
+// One (sorted position, row position) pair: what each thread of the flat mapping does.
+template <typename T, bool kAdd, typename I, int D>
+SW_HOST_DEVICE SW_INLINE void seg_at(const SegParams<I, D>& a, int64_t i, I r) {
+  int64_t end = 0;
+  if (seg_head(a, i, &end)) seg_walk<T, kAdd>(a, i, end, r);
 }
 
 // ---- host side -------------------------------------------------------------------------
@@ -297,20 +305,9 @@ inline Params<I, D> make_params(const IndexKArgs& args, const IndexKPlan& plan,
   p.op = static_cast<int32_t>(args.desc.op);
   p.rec = rec;
   p.abort = abort;
+  p.has_value = args.has_value;
+  for (int b = 0; b < 16; ++b) p.value[b] = args.value[b];
   return p;
-}
-
-template <typename I, int D>
-inline WsParams<I, D> make_ws_params(const IndexKArgs& args, void* ws, AbortWord abort) {
-  WsParams<I, D> w;
-  const int64_t* strides[1] = {args.target.strides};
-  const LoopPlan<1> t = plan_loop<1>(args.target.rank, args.target.sizes, strides);
-  w.calc = OffsetCalculator<1, I, D>(t);
-  w.self = args.self.data;
-  w.ws = ws;
-  w.numel = I(t.numel);
-  w.abort = abort;
-  return w;
 }
 
 template <typename I, int D>
@@ -323,9 +320,12 @@ inline SegParams<I, D> make_seg_params(const IndexKArgs& args, const IndexKPlan&
   s.vals = vals;
   s.n_seq = plan.seq.numel;
   s.n_row = plan.row.numel;
+  s.row_div = IntDivider<I>(I(plan.row.numel > 0 ? plan.row.numel : 1));
   s.self = args.self.data;
   s.src = args.src.data;
   s.abort = abort;
+  s.has_value = args.has_value;
+  for (int b = 0; b < 16; ++b) s.value[b] = args.value[b];
   return s;
 }
 

@@ -39,7 +39,10 @@ Status validate(const IndexKArgs& a, const Checker& c) {
     return c.bad(Status::kInvalidArgument, "a flat index (take/put) has exactly one index");
   const StridedView& dense = writes(a) ? a.src : a.out;
   Status s;
-  if ((s = c.operand(writes(a) ? "source" : "out", dense)) != Status::kOk) return s;
+  // A value in place of src: src's view only gives the shape (no data behind it).
+  if (!(writes(a) && a.has_value) &&
+      (s = c.operand(writes(a) ? "source" : "out", dense)) != Status::kOk)
+    return s;
   if ((s = c.operand("self", a.self)) != Status::kOk) return s;
   if ((writes(a) || a.mode == IndexMode::kUnravel) &&
       (s = c.operand("self", a.target)) != Status::kOk)
@@ -144,7 +147,7 @@ void plan_sorted(const IndexKArgs& a, IndexKPlan* p) {
   const int64_t* strides[kIkOperands + 1];
   strides[0] = counter;
   strides[1 + kIkWritten] = a.self.strides;
-  strides[1 + kIkOther] = a.src.strides;
+  strides[1 + kIkOther] = a.has_value ? kZeros : a.src.strides;
   for (int j = 0; j < kMaxIndexTerms; ++j)
     strides[1 + kIkIndex0 + j] = j < a.k ? a.index[j].strides : kZeros;
   const LoopPlan<kIkOperands + 1> l = plan_loop<kIkOperands + 1>(dense.rank, dense.sizes, strides);
@@ -185,7 +188,7 @@ Status plan_index_k(const IndexKArgs& args, IndexKPlan* plan, ErrorDetail* err) 
   static const int64_t kZeros[kMaxRank] = {};
   const int64_t* strides[kIkOperands];
   strides[kIkWritten] = w ? args.self.strides : args.out.strides;
-  strides[kIkOther] = w ? args.src.strides : args.self.strides;
+  strides[kIkOther] = w ? (args.has_value ? kZeros : args.src.strides) : args.self.strides;
   for (int j = 0; j < kMaxIndexTerms; ++j)
     strides[kIkIndex0 + j] = j < args.k ? args.index[j].strides : kZeros;
 

@@ -135,6 +135,10 @@ IndexKCase make_index_k_case(Rng& rng, DType dt, IndexMode mode, IndexRole role,
     fill_random_bytes(rng, c.dense);
     if (comb == Combine::kAdd) fill_small(rng, c.dense);
     a.src = c.dense.view;
+    if (rand_int(rng, 0, 4) == 0) {  // one value (a Python scalar's) at every position
+      a.has_value = true;
+      std::memcpy(a.value, c.dense.base(), static_cast<size_t>(elem_size(dt)));
+    }
   } else {
     poison(c.dense);
     a.out = c.dense.view;
@@ -154,8 +158,9 @@ std::vector<unsigned char> index_k_reference(const IndexKCase& c) {
   for (int64_t p = 0; p < n; ++p) {
     const int64_t so = ref_offset(c, p), dof = offset_of(c.dense.view, p);
     unsigned char* dst = want.data() + (write ? self_off + so : dense_off + dof) * es;
-    const unsigned char* src =
-        write ? c.dense.base() + (dense_off + dof) * es : c.self.base() + (self_off + so) * es;
+    const unsigned char* src = write && c.args.has_value ? c.args.value
+                               : write                   ? c.dense.base() + (dense_off + dof) * es
+                                                         : c.self.base() + (self_off + so) * es;
     if (c.args.desc.combine == Combine::kAdd && c.self.view.dtype == DType::kInt32) {
       int32_t d, s;  // wraps, as every sum of the core does
       std::memcpy(&d, dst, 4);

@@ -39,8 +39,10 @@
 // element walk its writers in index order: the same result on every run (sums in the
 // accumulation type, rounded once). Where that cannot hold (IndexKPlan::sortable false) it
 // returns kUnsupported, and the adapter leaves the call to ATen.
-// Accumulation: float16/bfloat16 and the narrow integers add in float32/int32 (a workspace
-// over `target`'s span on CUDA, rounded once), as scatter_add does.
+// Accumulation: CPU adds in the storage type in index order, as ATen's CPU kernel does. CUDA
+// adds float32/64, complex and int32/64 with atomics on self; float16/bfloat16 (in float32)
+// and the narrow integers (in int32) go through the sorted path, so each element is rounded
+// once, as ATen's CUDA kernel does.
 #pragma once
 
 #include <cstddef>
@@ -64,6 +66,10 @@ struct IndexKArgs {
   StridedView out;   // read: the result (iteration shape). write: unused
   StridedView self;  // the indexed tensor, restrided onto the iteration shape
   StridedView src;   // write: the values over the iteration shape (stride 0 = broadcast)
+  // write: src is one value at every position instead (a Python scalar's: no device copy), its
+  // bytes in self's dtype; src's view then only gives the iteration shape (no data).
+  bool has_value = false;
+  alignas(16) unsigned char value[16] = {};
   // self as a tensor: its own sizes and strides, data = self.data. kUnravel: what a position
   // is unravelled over. Write: the overlap check and the CUDA workspace's span. Read, kSum:
   // unused.
@@ -122,8 +128,8 @@ bool index_k_supports(DType t, Combine c);
 Status index_k_cpu(const IndexKArgs& args, const IndexKPlan& plan, const CpuExecutor& exec,
                    ErrorDetail* err);
 
-// CUDA: device workspace in bytes (0 when none): the float32/int32 accumulator for narrow
-// types, and nothing else. Same rules as scatter_cuda_workspace_bytes.
+// CUDA: device workspace in bytes (0 when none): the sorted path's keys, positions and CUB's
+// temporary storage. Same rules as scatter_cuda_workspace_bytes.
 size_t index_k_cuda_workspace_bytes(const IndexKArgs& args, const IndexKPlan& plan);
 
 // `stream` is a cudaStream_t. Asynchronous. kNotCompiled in builds without CUDA.

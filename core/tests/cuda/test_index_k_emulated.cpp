@@ -178,15 +178,16 @@ bool emulate_sorted(const stridewise::IndexKArgs& a, const IndexKPlan& plan) {
   std::vector<int64_t> sv(n);
   for (int64_t i = 0; i < n; ++i) sk[i] = keys[order[i]], sv[i] = vals[order[i]];
   const ik::SegParams<I, D> s = ik::make_seg_params<I, D>(a, plan, sk.data(), sv.data(), abort);
-  for (int64_t t = 0; t < n * plan.row.numel; ++t) {
-    if (a.desc.combine == Combine::kAdd)
-      ik::seg_thread<float, true>(s, t);
-    else
-      stridewise::cuda_gather::with_unit(stridewise::elem_size(a.self.dtype), [&](auto ut) {
-        ik::seg_thread<typename decltype(ut)::type, false>(s, t);
-        return Status::kOk;
-      });
-  }
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t r = 0; r < plan.row.numel; ++r) {
+      if (a.desc.combine == Combine::kAdd)
+        ik::seg_at<float, true>(s, i, I(r));
+      else
+        stridewise::cuda_gather::with_unit(stridewise::elem_size(a.self.dtype), [&](auto ut) {
+          ik::seg_at<typename decltype(ut)::type, false>(s, i, I(r));
+          return Status::kOk;
+        });
+    }
   return false;
 }
 
