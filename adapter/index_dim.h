@@ -67,7 +67,9 @@ struct MetaChecked final : Meta {
     set_structured_output(form_, out_, sizes, strides, options);
   }
 #endif
-  const at::Tensor& maybe_get_output(int64_t /*output_idx*/) override { return out_; }
+  const at::Tensor& maybe_get_output(int64_t /*output_idx*/) override {
+    return out_;
+  }
 
  private:
   ScatterForm form_;

@@ -89,6 +89,19 @@ __global__ void __launch_bounds__(kThreads) seg_rows_kernel(const SegParams<I, D
   }
 }
 
+// The same over units of V elements (seg_vec_width).
+template <typename T, bool kAdd, int V, typename I, int D>
+__global__ void __launch_bounds__(kThreads) seg_rows_vec_kernel(const SegParams<I, D> a) {
+  if (aborted(a.abort)) return;
+  const int64_t units = a.n_row / V;
+  for (int64_t i = blockIdx.x; i < a.n_seq; i += gridDim.x) {
+    int64_t end = 0;
+    if (!seg_head(a, i, &end)) continue;
+    for (int64_t u = threadIdx.x; u < units; u += kThreads)
+      seg_walk_vec<T, kAdd, V>(a, i, end, I(u));
+  }
+}
+
 // Short rows: a thread per (sorted position, row position), in I arithmetic.
 template <typename T, bool kAdd, typename I, int D>
 __global__ void __launch_bounds__(kThreads) seg_flat_kernel(const SegParams<I, D> a, I n) {
@@ -206,8 +219,17 @@ Status launch_sorted(const IndexKArgs& args, const IndexKPlan& plan, void* ws, C
   const SegParams<I, D> g = make_seg_params<I, D>(args, plan, k.Current(), v.Current(), abort);
   const int64_t n = plan.seq.numel * plan.row.numel;
   const bool rows = plan.row.numel >= kThreads || !std::is_same<I, uint32_t>::value;
+  const int vec = seg_vec_width(args, plan);
   auto go = [&](auto tag, auto add) {
     using T = typename decltype(tag)::type;
+    constexpr bool kAdd = decltype(add)::value;
+    const unsigned blocks = grid_for(plan.seq.numel, 1);
+    if constexpr (sizeof(T) <= 8) {
+      if (vec == 16 / int(sizeof(T))) {
+        seg_rows_vec_kernel<T, kAdd, 16 / int(sizeof(T)), I, D><<<blocks, kThreads, 0, s>>>(g);
+        return Status::kOk;
+      }
+    }
     if (rows)
       seg_rows_kernel<T, decltype(add)::value, I, D>
           <<<grid_for(plan.seq.numel, 1), kThreads, 0, s>>>(g);
@@ -269,14 +291,6 @@ Status index_k_cuda(const IndexKArgs& args, const IndexKPlan& plan, void* worksp
   if (err) *err = ErrorDetail{};
   if (plan.loop.numel == 0) return Status::kOk;
   const bool w = args.desc.role == IndexRole::kWrite;
-  // The sorted path needs every row position to reach its own element.
-  if (cuda_index_k::sorted_path(args, plan) && !plan.sortable)
-    return detail::fail(err, Status::kUnsupported,
-                        "a sorted write (narrow add, or deterministic) through an index expanded "
-                        "along a broadcast dim is not implemented on CUDA");
-  if (workspace_bytes < index_k_cuda_workspace_bytes(args, plan))
-    return detail::fail(err, Status::kInvalidArgument, "index_k_cuda(): workspace too small");
-
   int device = 0;
   SW_CUDA_TRY(cudaGetDevice(&device), err);
   CudaErrorRecord* rec = nullptr;

@@ -62,6 +62,15 @@ struct Params {
   alignas(16) unsigned char value[16];
 };
 
+// Copies N bytes between a unit and its V elements (registers; no aliasing assumptions).
+template <unsigned N>
+SW_HOST_DEVICE SW_INLINE void copy_bytes(void* to, const void* from) {
+  const unsigned char* f = static_cast<const unsigned char*>(from);
+  unsigned char* t = static_cast<unsigned char*>(to);
+  SW_UNROLL
+  for (unsigned b = 0; b < N; ++b) t[b] = f[b];
+}
+
 // The value bytes as a T (an element or its copy unit; never a vector: no vec with a value).
 template <typename T>
 SW_HOST_DEVICE SW_INLINE T value_as(const unsigned char* bytes) {
@@ -260,6 +269,42 @@ SW_HOST_DEVICE SW_INLINE void seg_walk(const SegParams<I, D>& a, int64_t i, int6
   }
 }
 
+// The same walk over V elements at once, for rows that are one contiguous run in self and in
+// src (seg_vec_width): unit u covers row elements [u*V, u*V + V); loads and stores move whole
+// 16-byte (or V * sizeof(T)) units, the sum stays per element in the accumulation type.
+template <typename T, bool kAdd, int V, typename I, int D>
+SW_HOST_DEVICE SW_INLINE void seg_walk_vec(const SegParams<I, D>& a, int64_t i, int64_t end, I u) {
+  using U = typename cuda_gather::UnitOf<int(sizeof(T)) * V>::type;
+  U* const dst = reinterpret_cast<U*>(static_cast<T*>(a.self) + I(a.keys[i])) + u;
+  const T* const src = static_cast<const T*>(a.src);
+  auto src_unit = [&](int64_t j) {
+    return SW_LDG(reinterpret_cast<const U*>(src + a.seq.get(I(a.vals[j])).v[kIkOther]) + u);
+  };
+  if constexpr (kAdd) {
+    using C = scatter_arith::Conv<T>;
+    using A = scatter_arith::AccOf<T>;
+    const U d = *dst;
+    T e[V];
+    A acc[V];
+    copy_bytes<sizeof(U)>(e, &d);
+    SW_UNROLL
+    for (int v = 0; v < V; ++v) acc[v] = C::load(e[v]);
+    for (int64_t j = i; j < end; ++j) {
+      const U x = src_unit(j);
+      copy_bytes<sizeof(U)>(e, &x);
+      SW_UNROLL
+      for (int v = 0; v < V; ++v) acc[v] = scatter_arith::Ops<A>::add(acc[v], C::load(e[v]));
+    }
+    SW_UNROLL
+    for (int v = 0; v < V; ++v) e[v] = C::store(acc[v]);
+    U out;
+    copy_bytes<sizeof(U)>(&out, e);
+    *dst = out;
+  } else {
+    *dst = src_unit(end - 1);
+  }
+}
+
 // One (sorted position, row position) pair: what each thread of the flat mapping does.
 template <typename T, bool kAdd, typename I, int D>
 SW_HOST_DEVICE SW_INLINE void seg_at(const SegParams<I, D>& a, int64_t i, I r) {
@@ -327,6 +372,27 @@ inline SegParams<I, D> make_seg_params(const IndexKArgs& args, const IndexKPlan&
   s.has_value = args.has_value;
   for (int b = 0; b < 16; ++b) s.value[b] = args.value[b];
   return s;
+}
+
+// Elements per unit of the sorted path's row walk (1: element by element): the row is one run
+// of unit stride in self and src, V divides its length, every key (the terms) and every src
+// offset of a sorted position, and both data pointers are V * element aligned. At most 16
+// bytes per unit.
+inline int seg_vec_width(const IndexKArgs& args, const IndexKPlan& plan) {
+  const LoopPlan<kN>& r = plan.row;
+  const int64_t es = elem_size(args.self.dtype);
+  if (args.has_value || args.mode != IndexMode::kSum || r.rank != 1 || es <= 0 || es > 8 ||
+      r.strides[kIkWritten][0] != 1 || r.strides[kIkOther][0] != 1)
+    return 1;
+  for (int64_t v = 16 / es; v > 1; v /= 2) {
+    bool ok = r.sizes[0] % v == 0 &&
+              reinterpret_cast<uintptr_t>(args.self.data) % uintptr_t(v * es) == 0 &&
+              reinterpret_cast<uintptr_t>(args.src.data) % uintptr_t(v * es) == 0;
+    for (int j = 0; j < args.k && ok; ++j) ok = args.term_stride[j] % v == 0;
+    for (int d = 0; d < plan.seq.rank && ok; ++d) ok = plan.seq.strides[kIkOther][d] % v == 0;
+    if (ok) return int(v);
+  }
+  return 1;
 }
 
 // Bits the sorted keys span: the largest offset the terms reach.

@@ -154,18 +154,17 @@ void plan_sorted(const IndexKArgs& a, IndexKPlan* p) {
   p->seq = LoopPlan<kIkOperands>{};
   p->row = LoopPlan<kIkOperands>{};
   p->seq.numel = p->row.numel = l.numel == 0 ? 0 : 1;
-  p->sortable = true;
+  // seq: the dims along which self's base does not move (the broadcast dims: where index values
+  // vary, and where an expanded index repeats one); two positions reach one element only
+  // through them. row: the rest, each position its own element (self has no internal overlap).
   for (int d = 0; d < l.rank; ++d) {
-    bool indexed = false;
-    for (int j = 0; j < kMaxIndexTerms; ++j) indexed |= l.strides[1 + kIkIndex0 + j][d] != 0;
-    if (a.mode == IndexMode::kUnravel) indexed = true;  // the flat position moves self
-    LoopPlan<kIkOperands>& q = indexed ? p->seq : p->row;
+    const bool in_seq = l.strides[1 + kIkWritten][d] == 0;
+    LoopPlan<kIkOperands>& q = in_seq ? p->seq : p->row;
     const int r = q.rank++;
     q.sizes[r] = l.sizes[d];
     q.perm[r] = l.perm[d];
     for (int k = 0; k < kIkOperands; ++k) q.strides[k][r] = l.strides[k + 1][d];
     q.numel *= l.sizes[d];
-    if (!indexed && l.strides[1 + kIkWritten][d] == 0) p->sortable = false;
   }
   p->seq.fits_int32 = p->row.fits_int32 = p->loop.fits_int32;
 }

@@ -37,8 +37,7 @@
 // writer in index order wins and sums add in index order. CUDA with `deterministic` set and a
 // write that could meet duplicates sorts the targets (stable) and has one thread per target
 // element walk its writers in index order: the same result on every run (sums in the
-// accumulation type, rounded once). Where that cannot hold (IndexKPlan::sortable false) it
-// returns kUnsupported, and the adapter leaves the call to ATen.
+// accumulation type, rounded once).
 // Accumulation: CPU adds in the storage type in index order, as ATen's CPU kernel does. CUDA
 // adds float32/64, complex and int32/64 with atomics on self; float16/bfloat16 (in float32)
 // and the narrow integers (in int32) go through the sorted path, so each element is rounded
@@ -107,13 +106,12 @@ struct IndexKPlan {
   // Write: whether two positions could reach one element (any term, or a stride-0 dim of
   // self's restrided view); false lets deterministic CUDA writes run.
   bool may_collide = true;
-  // Write, for the sorted path (CUDA deterministic writes): the iteration shape split into the
-  // index-bearing dims in index (row-major) order, `seq`, one position per distinct set of
-  // index elements, and the others, `row`, walked under each. `sortable`: no dim of `row` maps
-  // two positions onto one element (an index expanded along a broadcast dim does).
+  // Write, for the sorted path (CUDA): the iteration shape in index (row-major) order, split
+  // into `seq`, the dims along which self's base does not move (the broadcast dims: only
+  // through them do two positions reach one element), and `row`, the rest, walked under each
+  // sorted position.
   LoopPlan<kIkOperands> seq;
   LoopPlan<kIkOperands> row;
-  bool sortable = false;
 };
 
 // Validates the contract above (cheap, host only) and plans the loops.

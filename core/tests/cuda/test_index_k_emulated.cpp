@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "index_k_case.h"
@@ -157,7 +158,7 @@ TEST(IndexKEmulated, RowsMoveInVectorUnits) {
 // resolve in index order, so copies (last writer) and float32 sums (in order, in the
 // accumulation type) equal the reference bitwise.
 template <typename I, int D>
-bool emulate_sorted(const stridewise::IndexKArgs& a, const IndexKPlan& plan) {
+bool emulate_sorted(const stridewise::IndexKArgs& a, const IndexKPlan& plan, int* vectorized) {
   int64_t word = 0;
   const ik::AbortWord abort{&word, 1};
   const ik::Params<I, D> p = ik::make_params<I, D>(a, plan, plan.seq, nullptr, abort);
@@ -178,6 +179,27 @@ bool emulate_sorted(const stridewise::IndexKArgs& a, const IndexKPlan& plan) {
   std::vector<int64_t> sv(n);
   for (int64_t i = 0; i < n; ++i) sk[i] = keys[order[i]], sv[i] = vals[order[i]];
   const ik::SegParams<I, D> s = ik::make_seg_params<I, D>(a, plan, sk.data(), sv.data(), abort);
+  const int vec = ik::seg_vec_width(a, plan);
+  const int es = stridewise::elem_size(a.self.dtype);
+  if (vec > 1 && vec == 16 / es) {  // the unit walk, as seg_rows_vec_kernel runs it
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t end = 0;
+      if (!ik::seg_head(s, i, &end)) continue;
+      for (int64_t u = 0; u < plan.row.numel / vec; ++u) {
+        if (a.desc.combine == Combine::kAdd)
+          ik::seg_walk_vec<float, true, 4>(s, i, end, I(u));
+        else
+          stridewise::cuda_gather::with_unit(es, [&](auto ut) {
+            using T = typename decltype(ut)::type;
+            if constexpr (sizeof(T) <= 8)
+              ik::seg_walk_vec<T, false, 16 / sizeof(T)>(s, i, end, I(u));
+            return Status::kOk;
+          });
+      }
+    }
+    ++*vectorized;
+    return false;
+  }
   for (int64_t i = 0; i < n; ++i)
     for (int64_t r = 0; r < plan.row.numel; ++r) {
       if (a.desc.combine == Combine::kAdd)
@@ -194,7 +216,7 @@ bool emulate_sorted(const stridewise::IndexKArgs& a, const IndexKPlan& plan) {
 TEST(IndexKEmulated, SortedPathResolvesDuplicatesInIndexOrder) {
   const uint64_t seed = test_seed();
   Rng rng(seed);
-  int dups = 0, ran = 0;
+  int dups = 0, ran = 0, vectorized = 0;
   for (int trial = 0; trial < 300; ++trial) {
     const IndexMode mode = trial % 3 == 2 ? IndexMode::kUnravel : IndexMode::kSum;
     const Combine comb = trial % 2 ? Combine::kAdd : Combine::kCopy;
@@ -204,20 +226,64 @@ TEST(IndexKEmulated, SortedPathResolvesDuplicatesInIndexOrder) {
     IndexKPlan plan;
     ErrorDetail err;
     ASSERT_EQ(stridewise::plan_index_k(c.args, &plan, &err), Status::kOk) << err.message;
-    if (!plan.sortable) continue;
     ++ran;
     dups += index_k_has_duplicates(c);
     const std::vector<unsigned char> want = index_k_reference(c);
     const bool small = plan.seq.fits_int32 && plan.seq.rank <= 6 && plan.row.rank <= 6;
-    const bool bad = small && trial % 2 ? emulate_sorted<uint32_t, 6>(c.args, plan)
-                                        : emulate_sorted<int64_t, 25>(c.args, plan);
+    const bool bad = small && trial % 2 ? emulate_sorted<uint32_t, 6>(c.args, plan, &vectorized)
+                                        : emulate_sorted<int64_t, 25>(c.args, plan, &vectorized);
     EXPECT_FALSE(bad);
     EXPECT_EQ(diff_bytes(c.self.base(), want.data(), want.size()), "")
         << "seed " << seed << " trial " << trial << " " << c.describe();
     if (HasFailure()) return;
   }
-  EXPECT_GT(ran, 200);
+  EXPECT_EQ(ran, 300);
   EXPECT_GT(dups, 30);  // the cases this path exists for
+}
+
+// x[i] += v and x[i] = v over contiguous rows with duplicates: the sorted path's unit walk.
+TEST(IndexKEmulated, SortedRowsMoveInVectorUnits) {
+  Rng rng(test_seed());
+  for (Combine comb : {Combine::kAdd, Combine::kCopy}) {
+    IndexKCase c;
+    c.self = make_tensor(DType::kFloat32, {8, 16}, {16, 1}, 4);
+    c.dense = make_tensor(DType::kFloat32, {6, 16}, {16, 1}, 0);
+    c.idx.push_back(make_tensor(DType::kInt64, {6}, {1}, 0));
+    for (TestTensor* t : {&c.self, &c.dense})
+      for (int64_t e = 0; e < t->view.numel(); ++e) {
+        const float f = float(rand_int(rng, -8, 8));  // exact sums
+        std::memcpy(static_cast<float*>(t->view.data) + e, &f, 4);
+      }
+    const int64_t vals[6] = {3, -5, 0, 3, 6, 3};  // row 3 three times
+    for (int i = 0; i < 6; ++i) write_index(c.idx[0].view, i, vals[i]);
+    c.shape = {6, 16};
+    c.bshape = {6};
+    c.dims = {0};
+    stridewise::IndexKArgs& a = c.args;
+    a.desc = {stridewise::OpCode::kIndexPut, IndexRole::kWrite, comb, true};
+    a.deterministic = true;
+    a.self = c.self.view;
+    a.self.strides[0] = 0;
+    a.self.sizes[0] = 6;
+    a.target = c.self.view;
+    a.src = c.dense.view;
+    a.index[0] = c.idx[0].view;
+    a.index[0].rank = 2;
+    a.index[0].sizes[1] = 16;
+    a.index[0].strides[1] = 0;
+    a.term_size[0] = 8;
+    a.term_stride[0] = 16;
+    const std::vector<unsigned char> want = index_k_reference(c);
+    IndexKPlan plan;
+    ErrorDetail err;
+    ASSERT_EQ(stridewise::plan_index_k(a, &plan, &err), Status::kOk) << err.message;
+    EXPECT_EQ(ik::seg_vec_width(a, plan), 4);
+    int vectorized = 0;
+    const bool bad = emulate_sorted<uint32_t, 6>(a, plan, &vectorized);
+    EXPECT_FALSE(bad);
+    EXPECT_EQ(vectorized, 1);
+    EXPECT_EQ(diff_bytes(c.self.base(), want.data(), want.size()), "");
+  }
 }
 
 TEST(IndexKEmulated, BadValueStopsEveryWrite) {
