@@ -32,6 +32,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import BASE_SEED, CUDA_SKIP
+from test_index_dim_matrix import stats_check
 from test_scatter_matrix import CUDA_LIMIT, CUDA_RUN, _why, run_audit, stridewise_backend, summed_stats
 
 SPECS = {  # spec -> (stats key, has a values operand)
@@ -47,26 +48,11 @@ def check(op: str, device: str, st: dict, rep, errors_counted: bool = True) -> l
     s = st.get(key)
     if not s:
         return [f"no stridewise stats for {key!r} (workers wrote {sorted(st)})"]
-    problems = []
     want = ["calls", device, "noncontig_self", "noncontig_index", "expanded_index"]
     want.append("noncontig_src" if has_src else "noncontig_out")
     if has_src:
         want.append("expanded_src")
-    problems += [f"stats[{key!r}][{k!r}] == {s.get(k)}: not counted" for k in want if s.get(k, 0) <= 0]
-    if s.get("copies", 0):
-        problems.append(f"stats[{key!r}]['copies'] == {s['copies']}: stridewise copied an operand")
-    ran = s["calls"] - s.get("fallback", 0)
-    passed = rep["ops"][op]["counts"]["pass"]
-    if ran < 0.6 * passed:
-        problems.append(f"only {ran} of {s['calls']} calls ran stridewise's kernels "
-                        f"(fallback {s.get('fallback')}) for {passed} passing cases")
-    if errors_counted and s.get("errors", 0) <= 0:
-        problems.append(f"stats[{key!r}]['errors'] == 0: the out-of-range cases never reached stridewise")
-    cov = rep.get("coverage", {}).get(op, {})
-    native = [v for v, c in cov.items() if c.get("ran_by") != "backend"]
-    if not cov or native:
-        problems.append(f"coverage: variants not run by stridewise: {native or cov}")
-    return problems
+    return stats_check(op, key, s, rep, want, errors_counted)
 
 
 @pytest.mark.parametrize("op", list(SPECS))

@@ -223,36 +223,6 @@ void fill_job(Job& j, const IndexKArgs& a, const LoopPlan<kN>& loop) {
   for (int d = 0; d < a.target.rank; ++d) j.unravel_bstrides[d] = a.target.strides[d] * j.es;
 }
 
-// The iteration shape in row-major order (index order): a position counter as operand 0 makes
-// plan_loop keep that order and merge only what every operand lets it.
-LoopPlan<kN> logical_plan(const IndexKArgs& a) {
-  const StridedView& dense = a.src;
-  int64_t counter[kMaxRank];
-  int64_t acc = 1;
-  for (int d = dense.rank - 1; d >= 0; --d) {
-    counter[d] = acc;
-    acc *= dense.sizes[d];
-  }
-  static const int64_t kZeros[kMaxRank] = {};
-  const int64_t* strides[kN + 1];
-  strides[0] = counter;
-  strides[1 + kIkWritten] = a.self.strides;
-  strides[1 + kIkOther] = a.has_value ? kZeros : a.src.strides;
-  for (int k = 0; k < kMaxIndexTerms; ++k)
-    strides[1 + kIkIndex0 + k] = k < a.k ? a.index[k].strides : kZeros;
-  const LoopPlan<kN + 1> p = plan_loop<kN + 1>(dense.rank, dense.sizes, strides);
-  LoopPlan<kN> q;
-  q.rank = p.rank;
-  q.numel = p.numel;
-  q.fits_int32 = p.fits_int32;
-  for (int d = 0; d < p.rank; ++d) {
-    q.sizes[d] = p.sizes[d];
-    q.perm[d] = p.perm[d];
-    for (int k = 0; k < kN; ++k) q.strides[k][d] = p.strides[k + 1][d];
-  }
-  return q;
-}
-
 Status report_bad(const Job& j, int64_t pos, ErrorDetail* err) {
   const IndexKArgs& a = *j.a;
   if (err) {
@@ -288,7 +258,7 @@ Status index_k_cpu(const IndexKArgs& args, const IndexKPlan& plan, const CpuExec
   const CpuExecutor& ex = exec.parallel_for ? exec : serial_cpu_executor();
   const bool w = args.desc.role == IndexRole::kWrite;
   Job job;
-  fill_job(job, args, w ? logical_plan(args) : plan.loop);
+  fill_job(job, args, w ? plan.ordered : plan.loop);
   ex.parallel_for(ex.self, job.loop.numel, kGrain, w ? &check_range : &read_range, &job);
   const int64_t bad = job.first_bad.load();
   if (bad != kNoError) return report_bad(job, bad, err);

@@ -134,8 +134,8 @@ int pick_vec(const IndexKArgs& a, const IndexKPlan& p) {
 }
 
 // The write's iteration in index order (a position counter as operand 0 keeps plan_loop from
-// reordering), split into the index-bearing dims (seq) and the rest (row).
-void plan_sorted(const IndexKArgs& a, IndexKPlan* p) {
+// reordering; it merges only what every operand lets it), then split into seq and row.
+void plan_ordered(const IndexKArgs& a, IndexKPlan* p) {
   const StridedView& dense = a.src;
   int64_t counter[kMaxRank];
   int64_t acc = 1;
@@ -151,22 +151,31 @@ void plan_sorted(const IndexKArgs& a, IndexKPlan* p) {
   for (int j = 0; j < kMaxIndexTerms; ++j)
     strides[1 + kIkIndex0 + j] = j < a.k ? a.index[j].strides : kZeros;
   const LoopPlan<kIkOperands + 1> l = plan_loop<kIkOperands + 1>(dense.rank, dense.sizes, strides);
+  LoopPlan<kIkOperands>& o = p->ordered;
+  o = LoopPlan<kIkOperands>{};
+  o.rank = l.rank;
+  o.numel = l.numel;
+  o.fits_int32 = p->loop.fits_int32;  // the same offsets as the loop's
+  for (int d = 0; d < l.rank; ++d) {
+    o.sizes[d] = l.sizes[d];
+    o.perm[d] = l.perm[d];
+    for (int k = 0; k < kIkOperands; ++k) o.strides[k][d] = l.strides[k + 1][d];
+  }
   p->seq = LoopPlan<kIkOperands>{};
   p->row = LoopPlan<kIkOperands>{};
-  p->seq.numel = p->row.numel = l.numel == 0 ? 0 : 1;
+  p->seq.numel = p->row.numel = o.numel == 0 ? 0 : 1;
   // seq: the dims along which self's base does not move (the broadcast dims: where index values
   // vary, and where an expanded index repeats one); two positions reach one element only
   // through them. row: the rest, each position its own element (self has no internal overlap).
-  for (int d = 0; d < l.rank; ++d) {
-    const bool in_seq = l.strides[1 + kIkWritten][d] == 0;
-    LoopPlan<kIkOperands>& q = in_seq ? p->seq : p->row;
+  for (int d = 0; d < o.rank; ++d) {
+    LoopPlan<kIkOperands>& q = o.strides[kIkWritten][d] == 0 ? p->seq : p->row;
     const int r = q.rank++;
-    q.sizes[r] = l.sizes[d];
-    q.perm[r] = l.perm[d];
-    for (int k = 0; k < kIkOperands; ++k) q.strides[k][r] = l.strides[k + 1][d];
-    q.numel *= l.sizes[d];
+    q.sizes[r] = o.sizes[d];
+    q.perm[r] = o.perm[d];
+    for (int k = 0; k < kIkOperands; ++k) q.strides[k][r] = o.strides[k][d];
+    q.numel *= o.sizes[d];
   }
-  p->seq.fits_int32 = p->row.fits_int32 = p->loop.fits_int32;
+  p->seq.fits_int32 = p->row.fits_int32 = o.fits_int32;
 }
 
 }  // namespace
@@ -224,7 +233,7 @@ Status plan_index_k(const IndexKArgs& args, IndexKPlan* plan, ErrorDetail* err) 
   p.may_collide = false;
   for (int d = 0; d < p.loop.rank; ++d)
     if (p.loop.strides[self_slot][d] == 0) p.may_collide = true;
-  if (w) plan_sorted(args, &p);
+  if (w) plan_ordered(args, &p);
   *plan = p;
   if (err) *err = ErrorDetail{};
   return Status::kOk;

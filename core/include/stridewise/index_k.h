@@ -103,10 +103,13 @@ struct IndexKPlan {
   // Vector width in elements (1 = scalar): the fastest planned dim has every index stride 0,
   // unit stride in out/self (or self/src), and vec divides every size/stride it must.
   int vec = 1;
-  // Write: whether two positions could reach one element (any term, or a stride-0 dim of
-  // self's restrided view); false lets deterministic CUDA writes run.
+  // Write: whether two positions could reach one element (a planned dim along which self's
+  // restrided view does not move); false: a deterministic CUDA write needs no sort.
   bool may_collide = true;
-  // Write, for the sorted path (CUDA): the iteration shape in index (row-major) order, split
+  // Write: the iteration in index (row-major) order, its dims merged only where every operand
+  // allows (the CPU's write pass walks it).
+  LoopPlan<kIkOperands> ordered;
+  // Write, for the sorted path (CUDA): `ordered` split
   // into `seq`, the dims along which self's base does not move (the broadcast dims: only
   // through them do two positions reach one element), and `row`, the rest, walked under each
   // sorted position.

@@ -115,40 +115,52 @@ TEST(IndexKEmulated, BodiesMatchReference) {
   EXPECT_LT(raced, 60);  // most write copies were compared
 }
 
+// x (8, 16) float32 at a 16-byte aligned offset, read or written at rows vals[0..n) (n <= 6):
+// x[i] or x[i] (+)= v with contiguous rows, the layouts the unit paths take. Values are small
+// integers, so sums are exact in any order.
+IndexKCase row_case(Rng& rng, const std::vector<int64_t>& vals, IndexRole role, Combine comb) {
+  const int64_t n = static_cast<int64_t>(vals.size());
+  IndexKCase c;
+  c.self = make_tensor(DType::kFloat32, {8, 16}, {16, 1}, 4);
+  c.dense = make_tensor(DType::kFloat32, {n, 16}, {16, 1}, 0);
+  c.idx.push_back(make_tensor(DType::kInt64, {n}, {1}, 0));
+  for (TestTensor* t : {&c.self, &c.dense})
+    for (int64_t e = 0; e < t->view.numel(); ++e) {
+      const float f = float(rand_int(rng, -8, 8));
+      std::memcpy(static_cast<float*>(t->view.data) + e, &f, 4);
+    }
+  for (int64_t i = 0; i < n; ++i) write_index(c.idx[0].view, i, vals[i]);
+  c.shape = {n, 16};
+  c.bshape = {n};
+  c.dims = {0};
+  stridewise::IndexKArgs& a = c.args;
+  a.desc = {stridewise::OpCode::kIndex, role, comb, true};
+  a.self = c.self.view;
+  a.self.strides[0] = 0;
+  a.self.sizes[0] = n;
+  a.target = c.self.view;
+  (role == IndexRole::kWrite ? a.src : a.out) = c.dense.view;
+  a.index[0] = c.idx[0].view;
+  a.index[0].rank = 2;
+  a.index[0].sizes[1] = 16;
+  a.index[0].strides[1] = 0;
+  a.term_size[0] = 8;
+  a.term_stride[0] = 16;
+  return c;
+}
+
 // x[i] and x[i] = v over contiguous rows: the unit (vector) path, 16-byte units.
 TEST(IndexKEmulated, RowsMoveInVectorUnits) {
   Rng rng(test_seed());
   for (IndexRole role : {IndexRole::kRead, IndexRole::kWrite}) {
-    IndexKCase c;
-    c.self = make_tensor(DType::kFloat32, {8, 16}, {16, 1}, 4);
-    c.dense = make_tensor(DType::kFloat32, {5, 16}, {16, 1}, 0);
-    c.idx.push_back(make_tensor(DType::kInt64, {5}, {1}, 0));
-    fill_random_bytes(rng, c.self);
-    fill_random_bytes(rng, c.dense);
-    const int64_t vals[5] = {3, -1, 0, -8, 6};  // distinct rows: a write has one winner each
-    for (int i = 0; i < 5; ++i) write_index(c.idx[0].view, i, vals[i]);
-    c.shape = {5, 16};
-    c.bshape = {5};
-    c.dims = {0};
-    stridewise::IndexKArgs& a = c.args;
-    a.desc = {stridewise::OpCode::kIndex, role, Combine::kCopy, true};
-    a.self = c.self.view;
-    a.self.strides[0] = 0;
-    a.self.sizes[0] = 5;
-    a.target = c.self.view;
-    (role == IndexRole::kWrite ? a.src : a.out) = c.dense.view;
-    a.index[0] = c.idx[0].view;
-    a.index[0].rank = 2;
-    a.index[0].sizes[1] = 16;
-    a.index[0].strides[1] = 0;
-    a.term_size[0] = 8;
-    a.term_stride[0] = 16;
+    // distinct rows: a write has one winner each
+    IndexKCase c = row_case(rng, {3, -1, 0, -8, 6}, role, Combine::kCopy);
     const std::vector<unsigned char> want = index_k_reference(c);
     IndexKPlan plan;
     ErrorDetail err;
-    ASSERT_EQ(stridewise::plan_index_k(a, &plan, &err), Status::kOk) << err.message;
+    ASSERT_EQ(stridewise::plan_index_k(c.args, &plan, &err), Status::kOk) << err.message;
     EXPECT_EQ(plan.vec, 4);  // offset 4 floats: 16-byte aligned in a fresh buffer
-    EXPECT_FALSE(emulate_any(a, plan, false));
+    EXPECT_FALSE(emulate_any(c.args, plan, false));
     const TestTensor& t = role == IndexRole::kWrite ? c.self : c.dense;
     EXPECT_EQ(diff_bytes(t.base(), want.data(), want.size()), "");
   }
@@ -245,41 +257,16 @@ TEST(IndexKEmulated, SortedPathResolvesDuplicatesInIndexOrder) {
 TEST(IndexKEmulated, SortedRowsMoveInVectorUnits) {
   Rng rng(test_seed());
   for (Combine comb : {Combine::kAdd, Combine::kCopy}) {
-    IndexKCase c;
-    c.self = make_tensor(DType::kFloat32, {8, 16}, {16, 1}, 4);
-    c.dense = make_tensor(DType::kFloat32, {6, 16}, {16, 1}, 0);
-    c.idx.push_back(make_tensor(DType::kInt64, {6}, {1}, 0));
-    for (TestTensor* t : {&c.self, &c.dense})
-      for (int64_t e = 0; e < t->view.numel(); ++e) {
-        const float f = float(rand_int(rng, -8, 8));  // exact sums
-        std::memcpy(static_cast<float*>(t->view.data) + e, &f, 4);
-      }
-    const int64_t vals[6] = {3, -5, 0, 3, 6, 3};  // row 3 three times
-    for (int i = 0; i < 6; ++i) write_index(c.idx[0].view, i, vals[i]);
-    c.shape = {6, 16};
-    c.bshape = {6};
-    c.dims = {0};
-    stridewise::IndexKArgs& a = c.args;
-    a.desc = {stridewise::OpCode::kIndexPut, IndexRole::kWrite, comb, true};
-    a.deterministic = true;
-    a.self = c.self.view;
-    a.self.strides[0] = 0;
-    a.self.sizes[0] = 6;
-    a.target = c.self.view;
-    a.src = c.dense.view;
-    a.index[0] = c.idx[0].view;
-    a.index[0].rank = 2;
-    a.index[0].sizes[1] = 16;
-    a.index[0].strides[1] = 0;
-    a.term_size[0] = 8;
-    a.term_stride[0] = 16;
+    IndexKCase c = row_case(rng, {3, -5, 0, 3, 6, 3}, IndexRole::kWrite, comb);  // row 3 thrice
+    c.args.desc.op = stridewise::OpCode::kIndexPut;
+    c.args.deterministic = true;
     const std::vector<unsigned char> want = index_k_reference(c);
     IndexKPlan plan;
     ErrorDetail err;
-    ASSERT_EQ(stridewise::plan_index_k(a, &plan, &err), Status::kOk) << err.message;
-    EXPECT_EQ(ik::seg_vec_width(a, plan), 4);
+    ASSERT_EQ(stridewise::plan_index_k(c.args, &plan, &err), Status::kOk) << err.message;
+    EXPECT_EQ(ik::seg_vec_width(c.args, plan), 4);
     int vectorized = 0;
-    const bool bad = emulate_sorted<uint32_t, 6>(a, plan, &vectorized);
+    const bool bad = emulate_sorted<uint32_t, 6>(c.args, plan, &vectorized);
     EXPECT_FALSE(bad);
     EXPECT_EQ(vectorized, 1);
     EXPECT_EQ(diff_bytes(c.self.base(), want.data(), want.size()), "");
