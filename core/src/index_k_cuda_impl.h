@@ -98,7 +98,7 @@ SW_HOST_DEVICE SW_INLINE bool terms(const Params<I, D>& a, const Offsets<kN, I>&
     *t = a.unravel.get(I(v)).v[0];
     return true;
   }
-  int64_t v[kK];
+  int64_t v[kK] = {};
   SW_UNROLL
   for (int j = 0; j < kK; ++j)
     if (j < a.k) v[j] = load_index(a, j, o.v[kIkIndex0 + j]);
