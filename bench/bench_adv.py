@@ -60,6 +60,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_scatter as bs  # noqa: E402
+import fg_common as fgc  # noqa: E402
 from bench_gather import DTYPES, bitwise_equal, index_bytes, pick_inner, run_batches  # noqa: E402
 from bench_scatter import _randn  # noqa: E402
 
@@ -264,65 +265,6 @@ def ours_status(sw, op, case, want, accumulate, device):
     return {"routed": True, "stats": {k: v for k, v in st.items() if v}, "check": how}
 
 
-# FlagGems' function names (flag_gems.use_gems(include=...)) per routing name.
-FG_FUNCS = {"index": ("index",), "index_put": ("index_put_", "index_put", "_index_put_impl_"),
-            "take": ("take",), "put": ("put_", "put")}
-_FG = {}  # the import, tried once per run: {"mod", "why"}
-
-
-def flag_gems(args, device):
-    """The flag_gems module, or None and why not. The import is checked not to change the
-    kernels of the ops measured (it would make the "ATen" column FlagGems')."""
-    if not _FG:
-        from stridewise.audit import coverage
-        qs = [coverage.qualname(n, o) for n, o in (("index", "Tensor"), ("index_put_", "default"),
-              ("index_put", "default"), ("_index_put_impl_", "default"), ("take", "default"),
-              ("put_", "default"), ("put", "default"))]
-        if args.flaggems == "off" or (args.flaggems == "auto" and device.type != "cuda"):
-            _FG.update(mod=None, why="off (--flaggems off)" if args.flaggems == "off" else "not tried on the CPU")
-            return None, _FG["why"]
-        before = coverage.snapshot(qs, device.type)
-        try:
-            import flag_gems as fg
-        except Exception as e:  # noqa: BLE001 - absent or broken: reported, the run goes on
-            _FG.update(mod=None, why=f"not importable: {type(e).__name__}: {str(e)[:120]}")
-            return None, _FG["why"]
-        changed = [q for q, e in coverage.diff(before, coverage.snapshot(qs, device.type)).items()
-                   if e["ran_by"] == "backend"]
-        warn = f" (WARNING: its import alone changed {', '.join(changed)}: ATen's column is not ATen's there)"
-        _FG.update(mod=fg, why=f"flag_gems {getattr(fg, '__version__', '?')}" + (warn if changed else ""))
-        if changed:
-            print(warn.strip(" ()"), flush=True)
-    return _FG["mod"], _FG["why"]
-
-
-def fg_status(args, device, op, case, want, accumulate):
-    """{"ran": bool, "why", "ctx" (when ran), "check"}: FlagGems runs the call when its context
-    changes the dispatcher's kernel of an aten overload the call reaches."""
-    fg, why = flag_gems(args, device)
-    if fg is None:
-        return {"ran": False, "why": why}
-    from stridewise.audit import coverage
-    known = getattr(fg, "FULL_CONFIG_BY_FUNC", None)
-    # Only the op's own functions when this FlagGems names them, else everything it registers
-    # (as flag_gems.enable() would); the dispatcher says below whether the call is theirs.
-    names = [n for n in FG_FUNCS.get(op, (op,)) if known is not None and n in known]
-    ctx = (lambda: fg.use_gems(include=names)) if names else fg.use_gems
-    try:  # FlagGems' registration and its call: any error of theirs is a result, not the run's end
-        reached = [q for q in coverage.trace(lambda: _result(case)) if q.startswith("aten::")]
-        before = coverage.snapshot(reached, device.type)
-        with ctx():
-            after = coverage.snapshot(reached, device.type)
-        mine = [q for q, e in coverage.diff(before, after).items() if e["ran_by"] == "backend"]
-        if not mine:
-            return {"ran": False, "why": f"not registered for {', '.join(reached)}"}
-        got = _result(case, ctx)
-    except Exception as e:  # noqa: BLE001
-        return {"ran": False, "why": f"error: {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"}
-    ok, how = _agrees(case, accumulate, got, want)
-    return {"ran": True, "why": f"{why} runs {', '.join(mine)}", "ctx": ctx, "ok": ok, "check": how}
-
-
 # ---- one row --------------------------------------------------------------------------------
 
 def _ratio(a, b):
@@ -341,7 +283,8 @@ def bench_case(args, sw, case, dtype_name, device, timer, l2):
 
     want = _result(c0)
     ours = ours_status(sw, op, c0, want, accumulate, device)
-    fg = fg_status(args, device, op, c0, want, accumulate)
+    fg = fgc.fg_status(args, device, op, lambda ctx: _result(c0, ctx),
+                       lambda got: _agrees(c0, accumulate, got, want))
     del want
     call = lambda s: c0.fn(*s)  # noqa: E731
     impls, ctx = {}, {}
@@ -405,34 +348,13 @@ def _f(v, fmt, none="-"):
     return format(v, fmt.rstrip("%")) + ("%" if fmt.endswith("%") else "")
 
 
-def _fg_cells(r):
-    fg = r["flaggems"]
-    if not fg["ran"]:
-        return "n/a", "-"
-    mark = "" if fg["ok"] else " !"
-    return _f(r["flaggems_us"], ".1f") + mark, _f(r["ratio_fg"], ".2f")
-
-
-def _grouped(rows, key):
-    """{key(row): "case, case/dtype, ..."} over the rows whose key is not None; a case is named
-    alone when all its rows share the key."""
-    out = {}
-    for r in rows:
-        k = key(r)
-        if k is not None:
-            out.setdefault(k, {}).setdefault(r["case"], []).append(r["dtype"])
-    n_dt = {c: sum(r["case"] == c for r in rows) for c in {r["case"] for r in rows}}
-    return {k: ", ".join(c if len(d) == n_dt[c] else ", ".join(f"{c}/{x}" for x in d) for c, d in cases.items())
-            for k, cases in out.items()}
-
-
 def table(rows):
     out = ["| case | dtype | shapes | op | ours us | ATen us | ATen/ours | FlagGems us | FlagGems/ours | ours GB/s "
            "| ATen GB/s | copy GB/s | ours % copy | ATen % copy | det ours us | det ATen us | det ATen/ours "
            "| det ours/ours | host us |",
            "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        fg_us, fg_ratio = _fg_cells(r)
+        fg_us, fg_ratio = fgc.fg_cells(r, "n/a")
         out.append(
             f"| {r['case']} | {r['dtype']} | {r['shapes']} | {r['op']} | {_f(r['ours_us'], '.1f', 'not routed')} | "
             f"{r['aten_us']:.1f} | {_f(r['ratio'], '.2f')} | {fg_us} | {fg_ratio} | {_f(r['ours_gbs'], '.0f')} | "
@@ -440,14 +362,12 @@ def table(rows):
             f"{r['aten_pct_copy']:.0f}% | "
             f"{_f(r['ours_det_us'], '.1f')} | {_f(r['aten_det_us'], '.1f')} | {_f(r['ratio_det'], '.2f')} | "
             f"{_f(r['det_over_fast'], '.2f')} | {_f(r['host_us'], '.0f')} |")
-    notes = [f"- not routed ({why}): {cases}" for why, cases in _grouped(rows, lambda r: None if r["routed"]
-                                                                      else r["ours"]["why"]).items()]
-    notes += [f"- FlagGems {why}: {cases}" for why, cases in _grouped(rows, lambda r: r["flaggems"]["why"]).items()]
-    notes += [f"- FlagGems differs from ATen (marked !): {r['case']}/{r['dtype']}, {r['flaggems']['check']}"
-              for r in rows if r["flaggems"]["ran"] and not r["flaggems"]["ok"]]
+    notes = [f"- not routed ({why}): {cases}" for why, cases in fgc.grouped(rows, lambda r: None if r["routed"]
+                                                                         else r["ours"]["why"]).items()]
+    notes += fgc.fg_notes(rows)
     for who in ("ours", "aten"):
         notes += [f"- deterministic mode, {'ATen' if who == 'aten' else who} not timed ({err}): {cases}" for err, cases
-                  in _grouped(rows, lambda r: r["det_errors"].get(who)).items()]
+                  in fgc.grouped(rows, lambda r: r["det_errors"].get(who)).items()]
     return "\n".join(out + [""] + notes)
 
 
@@ -458,9 +378,7 @@ def summary_line(case, dtype_name, r):
             f"x{_f(r['ratio'], '.2f')} det x{_f(r['ratio_det'], '.2f')} {_f(r['ours_pct_copy'], '.0f')}% of copy")
 
 
-def add_args(p):
-    p.add_argument("--flaggems", choices=("auto", "on", "off"), default="auto",
-                   help="auto: FlagGems on CUDA when importable; on: also on the CPU; off: never")
+add_args = fgc.add_args  # --flaggems auto|on|off
 
 
 def main(argv=None):
