@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""stridewise gather vs ATen's torch.gather on one CUDA device, measured in the same run.
+"""stridewise gather vs ATen's torch.gather (and FlagGems') on one CUDA device, measured in the same run.
 
     PYTHONPATH=python python3 bench/bench_gather.py                  # every case, 3 dtypes
     PYTHONPATH=python python3 bench/bench_gather.py --quick          # fewer repetitions
@@ -33,6 +33,11 @@ read) + index storage bytes actually addressed (numel / product of sizes of stri
 index.element_size()). The copy is dst.copy_(src) of out's size; its GB/s counts read + write.
 The sync check mode's cost (stridewise.set_cuda_check_mode('sync')) is measured on the seed
 case and on expanded/float16.
+FlagGems (--flaggems auto|on|off, bench/fg_common.py; auto: on CUDA when `import flag_gems`
+works) runs torch.gather under flag_gems.use_gems(include=["gather"]), timed in the same loop
+where that changes the dispatcher's kernel of aten::gather ("FlagGems us", "FlagGems/ours" = our
+speed-up over it), its result compared bitwise with torch.gather's on the first set (a
+difference is marked "!", not fatal); else "-", the reason under the table and in the JSON row.
 
 Output: the header (date, GPU, torch, CUDA, command line), the sync-mode table, then the main
 table (printed last). Both plus raw JSON go to $OUT if set, else bench/results/.
@@ -54,6 +59,8 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import fg_common as fgc  # noqa: E402
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 INT_VIEW = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 CASE_ORDER = ["seed", "expanded", "contig", "transposed", "topk", "clustered", "rank6", "scattered"]
@@ -256,6 +263,13 @@ def bench_case(args, sw, case, dtype_name, device, timer, l2_bytes):
         raise SystemExit(f"{case}/{dtype_name}: stridewise differs from torch.gather on input sets {bad[:5]}")
 
     out0 = torch.gather(x0, dim, i0)
+
+    def run(ctx):
+        with ctx():
+            return torch.gather(x0, dim, i0)
+
+    fg = fgc.fg_status(args, device, "gather", run,
+                       lambda got: (bitwise_equal(got, out0), "bitwise against torch.gather"))
     out_bytes = out0.numel() * out0.element_size()
     n_copy = int(min(max(math.ceil(2 * l2_bytes / max(2 * out_bytes, 1)), 3), 4096))
     srcs = [torch.empty_like(out0).copy_(out0) for _ in range(n_copy)]
@@ -271,6 +285,8 @@ def bench_case(args, sw, case, dtype_name, device, timer, l2_bytes):
         "ours_op": lambda s: ours_op(s[0], dim, s[1]),
     }
     contexts = {"ours": lambda: sw.use(include=["gather"])}
+    if fg["ran"]:
+        impls["flaggems"], contexts["flaggems"] = impls["aten"], fg.pop("ctx")
     inner = pick_inner(timer, impls["aten"], sets, args.target_us)
     t = run_batches(timer, impls, sets, inner, args.reps, args.warmup, contexts)
     tc = run_batches(timer, {"copy": lambda k: dst.copy_(srcs[k])}, copy_sets, inner, args.reps, args.warmup)
@@ -286,6 +302,7 @@ def bench_case(args, sw, case, dtype_name, device, timer, l2_bytes):
         "ours_us": med["ours"], "aten_us": med["aten"], "ours_op_us": med["ours_op"],
         "copy_us": med_copy,
         "ratio_aten_over_ours": med["aten"] / med["ours"],
+        "flaggems": fg, "flaggems_us": med.get("flaggems"), "ratio_fg": fgc.ratio(med.get("flaggems"), med["ours"]),
         "ours_gbs": moved / med["ours"] / 1e3, "aten_gbs": moved / med["aten"] / 1e3,
         "copy_gbs": copy_gbs,
         "ours_pct_copy": 100.0 * (moved / med["ours"] / 1e3) / copy_gbs,
@@ -310,7 +327,8 @@ def bench_case(args, sw, case, dtype_name, device, timer, l2_bytes):
 
 # ---- report ------------------------------------------------------------------------------
 
-def header(args, device):
+def header(args, device, argv=None):
+    """The run's provenance lines. argv: the arguments main() was given (None: sys.argv's)."""
     lines = [f"# stridewise gather benchmark ({datetime.datetime.now().isoformat(timespec='seconds')})", ""]
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu"
     lines.append(f"- device: {gpu}")
@@ -322,20 +340,25 @@ def header(args, device):
             lines.append(f"- stridewise build: {json.dumps(info, sort_keys=True)}")
     except Exception:  # noqa: BLE001
         pass
-    lines.append(f"- command: `{' '.join([sys.executable] + sys.argv)}`")
+    cmd = sys.argv if argv is None else sys.argv[:1] + list(argv)
+    lines.append(f"- command: `{' '.join([sys.executable] + cmd)}`")
     lines.append("- time per call: median over repetitions of (batch time / calls in batch), CUDA events;"
                  " bytes = out written + self elements read (out.numel()) + index storage addressed")
     return "\n".join(lines)
 
 
 def table(rows):
-    out = ["| case | dtype | shapes | ours us | ATen us | ATen/ours | torch.ops us | ours GB/s | ATen GB/s | copy GB/s | ours % copy | sets |",
-           "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    out = ["| case | dtype | shapes | ours us | ATen us | ATen/ours | FlagGems us | FlagGems/ours | torch.ops us "
+           "| ours GB/s | ATen GB/s | copy GB/s | ours % copy | sets |",
+           "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
+        fg_us, fg_ratio = fgc.fg_cells(r)
         out.append(f"| {r['case']} | {r['dtype']} | {r['shapes']} | {r['ours_us']:.2f} | {r['aten_us']:.2f} | "
-                   f"{r['ratio_aten_over_ours']:.2f} | {r['ours_op_us']:.2f} | {r['ours_gbs']:.0f} | {r['aten_gbs']:.0f} | "
-                   f"{r['copy_gbs']:.0f} | {r['ours_pct_copy']:.0f}% | {r['input_sets']} |")
-    return "\n".join(out)
+                   f"{r['ratio_aten_over_ours']:.2f} | {fg_us} | {fg_ratio} | {r['ours_op_us']:.2f} | "
+                   f"{r['ours_gbs']:.0f} | {r['aten_gbs']:.0f} | {r['copy_gbs']:.0f} | {r['ours_pct_copy']:.0f}% | "
+                   f"{r['input_sets']} |")
+    notes = fgc.fg_notes(rows)
+    return "\n".join(out + ([""] + notes if notes else []))
 
 
 def sync_table(rows):
@@ -355,6 +378,7 @@ def main(argv=None):
     p.add_argument("--no-sync-check", dest="sync_check", action="store_false", help="skip the sync-mode cost")
     p.add_argument("--device", default="cuda", help=argparse.SUPPRESS)  # 'cpu': smoke test of this script
     p.add_argument("--shrink", type=int, default=1, help=argparse.SUPPRESS)  # divide the big sizes
+    fgc.add_args(p)
     args = p.parse_args(argv)
     args.reps = args.reps or (10 if args.quick else 50)
     args.warmup = 2 if args.quick else 5
@@ -385,14 +409,15 @@ def main(argv=None):
             rows.append(row)
             if srow:
                 sync_rows.append(srow)
-            print(f"{case:10s} {d:9s} ours {row['ours_us']:9.2f} us  ATen {row['aten_us']:9.2f} us  "
+            fg = f"FlagGems {row['flaggems_us']:9.2f} us  " if row["flaggems"]["ran"] else "FlagGems -  "
+            print(f"{case:10s} {d:9s} ours {row['ours_us']:9.2f} us  ATen {row['aten_us']:9.2f} us  {fg}"
                   f"x{row['ratio_aten_over_ours']:.2f}  {row['ours_pct_copy']:.0f}% of copy", flush=True)
             if device.type == "cuda":
                 torch.cuda.empty_cache()
 
-    head = header(args, device)
+    head = header(args, device, argv)
     text = head + "\n\n## sync check mode cost\n\n" + (sync_table(sync_rows) if sync_rows else "(not measured)")
-    text += "\n\n## gather: stridewise vs ATen\n\n" + table(rows) + "\n"
+    text += "\n\n## gather: stridewise vs ATen and FlagGems\n\n" + table(rows) + "\n"
     out_dir = Path(os.environ["OUT"]) if os.environ.get("OUT") else ROOT / "bench" / "results"
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "bench_gather.md").write_text(text)
@@ -407,7 +432,7 @@ def main(argv=None):
     print("\n## sync check mode cost\n")
     print(sync_table(sync_rows) if sync_rows else "(not measured)")
     print(f"\n(written to {out_dir}/bench_gather.md and .json)")
-    print("\n## gather: stridewise vs ATen\n")
+    print("\n## gather: stridewise vs ATen and FlagGems\n")
     print(table(rows))
 
 
