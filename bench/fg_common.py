@@ -18,8 +18,6 @@ flag_gems.enable() would); the dispatcher says whether the call is then theirs.
 """
 from __future__ import annotations
 
-import contextlib
-
 import torch
 
 # FlagGems' function names (flag_gems.use_gems(include=...)) per stridewise routing name.
@@ -85,11 +83,42 @@ def _first_line(e):
     return f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
 
 
+class _Reached:
+    """A context manager recording the qualified names of the overloads dispatched inside it
+    (below autograd, as stridewise.audit.coverage.trace does)."""
+
+    def __init__(self):
+        from torch.utils._python_dispatch import TorchDispatchMode
+        seen = self.seen = []
+
+        class Record(TorchDispatchMode):
+            @classmethod
+            def _should_skip_dynamo(cls):  # torch >= 2.12 would wrap the hook (imports dynamo)
+                return False
+
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                ov = func._overloadname
+                q = func._schema.name + ("" if ov in ("default", "") else f".{ov}")
+                if q not in seen:
+                    seen.append(q)
+                return func(*args, **(kwargs or {}))
+
+        self.mode = Record()
+
+    def __enter__(self):
+        self.mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.mode.__exit__(*exc)
+
+
 def fg_status(args, device, op, run, verify):
     """{"ran": bool, "why", "ctx" (when ran: the context manager factory to time it under), "ok",
-    "check"}. run(ctx) makes the call's result on the first input set inside ctx() (a fresh copy
-    of what the call writes; contextlib.nullcontext: ATen); verify(got) -> (ok, how) compares it
-    with ATen's as the benchmark checks ours."""
+    "check"}. run(ctx) returns the call's result on the first input set, the call made inside
+    ctx() and anything it prepares (a fresh copy of what the call writes) outside it: the
+    overloads reached inside are the ones FlagGems must take; contextlib.nullcontext is ATen.
+    verify(got) -> (ok, how) compares the result with ATen's as the benchmark checks ours."""
     fg, why = flag_gems(args, device)
     if fg is None:
         return {"ran": False, "why": why}
@@ -98,7 +127,9 @@ def fg_status(args, device, op, run, verify):
     names = [n for n in FG_FUNCS.get(op, (op,)) if known is not None and n in known]
     ctx = (lambda: fg.use_gems(include=names)) if names else fg.use_gems
     try:  # FlagGems' registration and its call: any error of theirs is a result, not the run's end
-        reached = [q for q in coverage.trace(lambda: run(contextlib.nullcontext)) if q.startswith("aten::")]
+        rec = _Reached()
+        run(lambda: rec)
+        reached = [q for q in rec.seen if q.startswith("aten::")]
         before = coverage.snapshot(reached, device.type)
         with ctx():
             after = coverage.snapshot(reached, device.type)
