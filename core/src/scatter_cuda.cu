@@ -135,6 +135,28 @@ __global__ void __launch_bounds__(kTileThreads)
   }
 }
 
+// Groups of a.group threads (a warp, or the block) per item, grid-stride; each group's bins in
+// its slab of the dynamic shared memory. A warp's phases are separated by __syncwarp, a
+// block's by __syncthreads: items are uniform over a group, so each barrier is reached by all
+// of it.
+template <typename T, typename I, int D>
+__global__ void __launch_bounds__(kBinsThreads) scatter_bins_kernel(const BinsArgs<I, D> a) {
+  extern __shared__ __align__(16) unsigned char bins_mem[];
+  if (block_aborted(a.abort)) return;
+  const int64_t groups = blockDim.x / a.group, g = threadIdx.x / a.group, t = threadIdx.x % a.group;
+  void* const slab = bins_mem + g * a.slab_bytes;
+  const int64_t items = a.lines * a.chunks;
+  for (int64_t item = blockIdx.x * groups + g; item < items; item += gridDim.x * groups) {
+    bins_item(a, item, [&](int phase, int64_t k) {
+      bins_phase<T>(a, phase, item, k, t, slab);
+      if (a.group == kBinsWarp)
+        __syncwarp();
+      else
+        __syncthreads();
+    });
+  }
+}
+
 // cub::DeviceRadixSort::SortPairs over a DoubleBuffer (temp == nullptr: the size query,
 // host only). *sel: the buffer holding the sorted pairs, which CUB decides on the host.
 template <typename K, typename V, typename N>
@@ -161,6 +183,11 @@ __global__ void scatter_clear_abort_kernel(int64_t* word) {
 
 struct CudaRunner {
   cudaStream_t stream;
+  template <typename T, typename I, int D>
+  void bins(const BinsArgs<I, D>& a, unsigned blocks, int threads, int64_t smem) {
+    scatter_bins_kernel<T, I, D>
+        <<<blocks, static_cast<unsigned>(threads), static_cast<size_t>(smem), stream>>>(a);
+  }
   template <typename I, int D>
   void validate(const ValidateArgs<I, D>& a, unsigned blocks) {
     scatter_validate_kernel<I, D><<<blocks, kThreads, 0, stream>>>(a);
@@ -282,7 +309,7 @@ Status scatter_cuda_with(const ScatterArgs& args, const ScatterPlan& plan, void*
   return Status::kOk;
 }
 
-// STRIDEWISE_SCATTER_CUDA_PATH (auto|plain|segments|tile), read once: forces a path for
+// STRIDEWISE_SCATTER_CUDA_PATH (auto|plain|segments|tile|bins), read once: forces a path for
 // benchmarks and profiles (where the call allows it). An unknown value is ignored (auto), never
 // an error on a user's call.
 namespace {

@@ -12,7 +12,10 @@
 //     or, with a shared index (scatter_cuda_sorted.h, sort_shape's rule): sort_keys -> sort
 //     -> seg_put, or seg_acc -> seg_fix (scatter_cuda_segments.h), straight into out;
 //     or, accumulating with an index per element (scatter_cuda_tile.h, tile_shape's rule):
-//     one tile kernel, accumulators in shared memory, straight into out.
+//     one tile kernel, accumulators in shared memory, straight into out;
+//     or, accumulating into short out columns (scatter_cuda_bins.h, bins_shape's rule, tried
+//     before the tile path): one bins kernel, whole lines straight into out, or chunks of
+//     lines flushed by atomics into out or the workspace (ws_init -> bins -> ws_final).
 // The workspace: an accumulator of AccOf<T> per out element, then (mean or include_self =
 // false) an int32 count per out element, each part 256-byte aligned. Both are dense over
 // out's shape with out's dims ordered by out's strides (largest first): out's memory order,
@@ -27,6 +30,7 @@
 #include <cstdint>
 #include <string>
 
+#include "scatter_cuda_bins.h"
 #include "scatter_cuda_launch.h"
 #include "scatter_cuda_sorted.h"
 #include "scatter_cuda_tile.h"
@@ -308,15 +312,55 @@ struct Launcher {
     });
   }
 
+  // The bins path (scatter_cuda_bins.h) into `target` over the lines plan `l` (operand 0 =
+  // target), `tds` target elements per index unit.
   template <typename T>
-  Status combine(void* workspace) {
+  Status bins(const BinsShape& bs, const LoopPlan<3>& l, void* target, int32_t* count,
+              int64_t tds) {
+    const bool u32 = l.fits_int32 && plan.line_len <= kI32Max;
+    const int64_t groups = bs.threads / bs.group;
+    const unsigned blocks = static_cast<unsigned>(
+        std::max<int64_t>(1, std::min(ceil_div(l.numel * bs.chunks, groups), kMaxBlocks)));
+    return with_offsets(u32, l.rank, [&](auto it, auto dims) {
+      using I = typename decltype(it)::type;
+      constexpr int D = decltype(dims)::value;
+      BinsArgs<I, D> p{};
+      static_cast<Operands&>(p) = operands_of(args, target);
+      p.count = count;
+      p.calc = OffsetCalculator<3, I, D>(l);
+      p.lines = l.numel;
+      p.line_len = plan.line_len;
+      p.chunk = bs.chunk;
+      p.chunks = bs.chunks;
+      p.n = plan.out_dim_size;
+      p.target_dim_stride = static_cast<I>(tds);
+      p.index_dim_stride = static_cast<I>(plan.index_dim_stride);
+      p.src_dim_stride = static_cast<I>(plan.src_dim_stride);
+      p.group = bs.group;
+      p.slab_bytes = bs.slab_bytes;
+      p.counts = bs.counts;
+      p.ordered = bs.ordered;
+      p.split = bs.split;
+      p.abort = abort;
+      runner.template bins<T, I, D>(p, blocks, bs.threads, bs.smem_bytes);
+      return Status::kOk;
+    });
+  }
+
+  // The accumulating combine: straight into out, or (ws_layout's workspace) ws_init, the
+  // scatter step into the workspace, ws_final. The scatter step is the atomics or lines
+  // kernel, or the bins path when `bs` is given (a whole line writes out itself: no workspace).
+  template <typename T>
+  Status combine(void* workspace, const BinsShape* bs = nullptr) {
     // complex128 multiply has no 16-byte atomic here: its lines never race (no atomics).
-    const bool lines = args.deterministic ||
+    const bool lines = bs || args.deterministic ||
                        (std::is_same<T, Cx<double>>::value && args.desc.combine == Combine::kMul);
-    const WsLayout w = ws_layout(args);
+    const WsLayout w = bs && !bs->split ? WsLayout{} : ws_layout(args);
+    auto step = [&](const LoopPlan<3>& l, void* target, int32_t* count, int64_t tds) {
+      return bs ? bins<T>(*bs, l, target, count, tds) : accumulate<T>(l, lines, target, count, tds);
+    };
     if (!w.needed)
-      return accumulate<T>(lines ? plan.lines : plan.elems, lines, args.out.data, nullptr,
-                           plan.out_dim_stride);
+      return step(lines ? plan.lines : plan.elems, args.out.data, nullptr, plan.out_dim_stride);
     const int r = args.out.rank;
     int64_t wst[kMaxRank] = {};
     ws_strides(args.out, wst);
@@ -326,14 +370,17 @@ struct Launcher {
     const LoopPlan<2> whole = plan_loop<2>(r, args.out.sizes, init_strides);
     Status st = ws_pass<T>(whole, base, count, false);
     if (st != Status::kOk) return st;
-    st = accumulate<T>(ws_scatter_plan(args, plan, wst, lines), lines, base, count,
-                       r > 0 ? wst[plan.dim] : 0);
+    st = step(ws_scatter_plan(args, plan, wst, lines), base, count, r > 0 ? wst[plan.dim] : 0);
     if (st != Status::kOk) return st;
     return ws_pass<T>(whole, base, count, true);
   }
 };
 
-// The call's workspace layout (the runner answers CUB's size query; negative: it failed).
+// The call's bins and tile shapes (the bins path is tried first).
+inline BinsShape call_bins(const ScatterArgs& a, const ScatterPlan& p, PathChoice choice) {
+  return bins_shape(a, p, choice, acc_bytes(a.out.dtype));
+}
+
 inline TileShape call_tile(const ScatterArgs& a, const ScatterPlan& p, PathChoice choice) {
   return tile_shape(a, p, choice, acc_bytes(a.out.dtype));
 }
@@ -345,7 +392,11 @@ WsLayout call_layout(const ScatterArgs& a, const ScatterPlan& p, PathChoice choi
                      int64_t* sort_temp = nullptr) {
   const SortShape s = sort_shape(a, p, choice);
   if (sort_temp) *sort_temp = 0;
-  if (!s.use && call_tile(a, p, choice).use) return WsLayout{};
+  if (!s.use) {
+    const BinsShape b = call_bins(a, p, choice);
+    if (b.use) return b.split ? ws_layout(a) : WsLayout{};  // whole lines: none
+    if (call_tile(a, p, choice).use) return WsLayout{};
+  }
   const int64_t t = s.use ? runner.sort_temp_bytes(s) : 0;
   if (sort_temp) *sort_temp = t;
   return ws_layout(a, s, t);
@@ -407,6 +458,14 @@ Status run_scatter(const ScatterArgs& args, const ScatterPlan& plan, void* works
     const int v = choice != PathChoice::kNever && index_shared(args) ? L.seg_vec(esize, 1) : 1;
     if (unit == esize && v > 1) return L.rows_put(v);
     return L.put(unit, esize / unit);
+  }
+  const BinsShape bs = call_bins(args, plan, choice);
+  if (bs.use) {
+    st = with_type(args.out.dtype, [&](auto tt) {
+      return L.template combine<typename decltype(tt)::type>(workspace, &bs);
+    });
+    if (st != Status::kOk) *why = std::string(fn) + "unsupported element type";
+    return st;
   }
   const TileShape ts = call_tile(args, plan, choice);
   if (ts.use) {

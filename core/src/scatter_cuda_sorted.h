@@ -27,10 +27,13 @@ namespace cuda_scatter {
 // Which path run_scatter takes where several could run. kAuto: the rules of sort_shape and
 // tile_shape (scatter_cuda_tile.h); kNever: neither, the atomics or lines kernels (tests,
 // benchmarks: the reference path); kAlways: the segment path whenever the index is shared
-// (tests); kTile: the tile path whenever it can take the call, else the atomics (tests).
-enum class PathChoice : int { kAuto, kNever, kAlways, kTile };
+// (tests); kTile: the tile path whenever it can take the call, else the atomics (tests);
+// kBins: the bins path (scatter_cuda_bins.h) whenever it can take the call, else the atomics;
+// kBinsSplit: the same, lines cut into chunks of 3 steps (tests: the flush by atomics).
+enum class PathChoice : int { kAuto, kNever, kAlways, kTile, kBins, kBinsSplit };
 
-// STRIDEWISE_SCATTER_CUDA_PATH's values: auto | plain (kNever) | segments (kAlways) | tile.
+// STRIDEWISE_SCATTER_CUDA_PATH's values: auto | plain (kNever) | segments (kAlways) | tile |
+// bins | bins_split.
 // False (and *c untouched) for anything else.
 inline bool parse_path_choice(const char* s, PathChoice* c) {
   const std::string v = s ? s : "";
@@ -42,6 +45,10 @@ inline bool parse_path_choice(const char* s, PathChoice* c) {
     *c = PathChoice::kAlways;
   else if (v == "tile")
     *c = PathChoice::kTile;
+  else if (v == "bins")
+    *c = PathChoice::kBins;
+  else if (v == "bins_split")
+    *c = PathChoice::kBinsSplit;
   else
     return false;
   return true;
@@ -74,7 +81,7 @@ inline bool index_shared(const ScatterArgs& a) {
 
 inline SortShape sort_shape(const ScatterArgs& a, const ScatterPlan& p, PathChoice choice) {
   SortShape s;
-  if (choice == PathChoice::kNever || choice == PathChoice::kTile) return s;
+  if (choice != PathChoice::kAuto && choice != PathChoice::kAlways) return s;
   if (p.elems.numel == 0 || p.line_len < 2 || !index_shared(a)) return s;
   if (choice == PathChoice::kAuto && !a.deterministic &&
       (!a.desc.accumulates() || p.elems.numel < kSegMinElems || p.lines.numel < kSegMinLines))

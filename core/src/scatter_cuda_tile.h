@@ -60,7 +60,7 @@ SW_HOST_DEVICE SW_INLINE constexpr int64_t tile_offsets_bytes(int64_t tile) {
 inline TileShape tile_shape(const ScatterArgs& a, const ScatterPlan& p, PathChoice choice,
                             int acc_bytes) {
   TileShape s;
-  if (choice == PathChoice::kNever || choice == PathChoice::kAlways) return s;
+  if (choice != PathChoice::kAuto && choice != PathChoice::kTile) return s;
   if (a.deterministic || !a.desc.accumulates() || p.elems.numel == 0 || p.lines.numel == 0)
     return s;
   if (a.out.dtype == DType::kComplex128 && a.desc.combine == Combine::kMul) return s;

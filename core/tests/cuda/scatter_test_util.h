@@ -177,6 +177,33 @@ struct ScatterHostRunner {
       }
     }
   }
+  // Each item of each group of each block: the phases in order (bins_item), each for every
+  // thread of the group, over a fresh poisoned slab. Groups are independent (own slab, own
+  // items), so they run one after another.
+  template <typename T, typename I, int D>
+  void bins(const cs::BinsArgs<I, D>& a, unsigned blocks, int threads, int64_t smem) {
+    launches.push_back(a.split ? "bins_split" : a.ordered ? "bins_ordered" : "bins");
+    const unsigned g = grid(blocks);
+    const int64_t groups = threads / a.group;
+    EXPECT_EQ(groups * a.slab_bytes, smem);
+    std::vector<unsigned char> mem(static_cast<size_t>(a.slab_bytes) + 16);
+    void* slab = mem.data() + (16 - cs::addr(mem.data()) % 16) % 16;
+    for (unsigned b = 0; b < g; ++b) {
+      if (cs::aborted(a.abort)) {
+        ++blocks_skipped;
+        continue;
+      }
+      for (int64_t gi = 0; gi < groups; ++gi) {
+        for (int64_t item = b * groups + gi; item < a.lines * a.chunks; item += g * groups) {
+          std::fill(mem.begin(), mem.end(), 0xEE);
+          cs::bins_item(a, item, [&](int phase, int64_t k) {
+            for (int64_t j = 0; j < a.group; ++j)
+              cs::bins_phase<T>(a, phase, item, k, reverse ? a.group - 1 - j : j, slab);
+          });
+        }
+      }
+    }
+  }
   template <typename I, int D>
   void validate(const cs::ValidateArgs<I, D>& a, unsigned blocks) {
     run("validate", nullptr, blocks, [&](unsigned b, unsigned t, unsigned g) {

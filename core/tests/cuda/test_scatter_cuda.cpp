@@ -302,6 +302,48 @@ TEST_F(ScatterCuda, TilePathMatchesCpu) {
   }
 }
 
+// The bins path (scatter_cuda_bins.h) on the GPU, forced: whole lines (a warp per line, or
+// the block for lines past 2048 steps), lines cut into chunks flushed by global atomics (into
+// out or the workspace), the ordered deterministic mode, out's dim up to 6000 (bins filling
+// most of the 48 KB); every accumulating combine, random layouts, against scatter_cpu. Then
+// bad values: nothing written, the record filled.
+TEST_F(ScatterCuda, BinsPathMatchesCpu) {
+  swt::Rng rng(seed_);
+  int failures = 0, binned = 0;
+  for (int i = 0; i < 200 && failures < 5; ++i) {
+    ScatterCaseOpts o;
+    o.rank = static_cast<int>(swt::rand_int(rng, 1, 3));
+    o.max_size = i % 3 == 0 ? 6000 / (o.rank * o.rank) : 40;
+    o.nan = swt::coin(rng, 0.1);
+    ScatterCase c = random_scatter_case(rng, o);
+    if (c.desc.combine == Combine::kCopy) continue;
+    const cs::PathChoice ch = i % 2 ? cs::PathChoice::kBins : cs::PathChoice::kBinsSplit;
+    ScatterPlan plan;
+    ErrorDetail e;
+    ASSERT_EQ(stridewise::plan_scatter(c.args(), &plan, &e), Status::kOk);
+    binned += cs::call_bins(c.args(), plan, ch).use ? 1 : 0;
+    const auto r = matches_cpu(c, stream_, seed_, 1e-6, ch);
+    EXPECT_TRUE(r) << "iteration " << i;
+    failures += r ? 0 : 1;
+  }
+  EXPECT_GT(binned, 80);
+  for (int i = 0; i < 20; ++i) {
+    ScatterCaseOpts o;
+    o.rank = 2;
+    o.max_size = 500;
+    ScatterCase c = random_scatter_case(rng, o);
+    if (c.desc.combine == Combine::kCopy || !plant_bad_index(rng, c)) continue;
+    const std::vector<unsigned char> before(c.out.base(), c.out.base() + c.out.storage_bytes());
+    DeviceScatter d(c);
+    ASSERT_EQ(d.status(), cudaSuccess);
+    ErrorDetail e;
+    const cs::PathChoice ch = i % 2 ? cs::PathChoice::kBins : cs::PathChoice::kBinsSplit;
+    ASSERT_EQ(d.run(stream_, &e, ch), Status::kIndexOutOfRange) << c.describe();
+    const std::vector<unsigned char> got = d.out.download();
+    EXPECT_EQ(swt::diff_bytes(got.data(), before.data(), got.size()), "") << c.describe();
+  }
+}
+
 // Fast-mode copies through a shared index over aligned contiguous lines (rows_put: no sort,
 // 16-byte vectors), rows narrow and wide, heavy duplicates, the value form, a bad value now and
 // then: every element ends as one of its candidates, and a bad value writes nothing.

@@ -1,0 +1,191 @@
+// The CUDA scatter's bins path (scatter_cuda_bins.h) on the host, as in
+// test_scatter_emulated.cpp: the host runner runs each phase of an item for every thread of
+// its group before the next (the group's barrier). Random layouts against the reference, whole
+// lines and lines cut into chunks (flushed by atomics into out or the workspace), the ordered
+// (deterministic) mode against the index order bit for bit under another schedule, and the
+// selection rule on the shapes. Needs no GPU, never skips.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "scatter_test_util.h"
+
+namespace swct {
+namespace {
+
+using stridewise::Combine;
+using stridewise::DType;
+using stridewise::ErrorDetail;
+using stridewise::ScatterArgs;
+using stridewise::ScatterPlan;
+using stridewise::Status;
+
+bool ran_bins(const std::vector<std::string>& l, const char* name) {
+  return std::find(l.begin(), l.end(), name) != l.end();
+}
+
+// Every dtype and accumulating combine, include_self both ways, in place or not, value form,
+// deterministic or not, grid caps (several items per group), a bad value now and then; forced
+// whole (kBins) and cut into 3-step chunks (kBinsSplit). Eligible calls take the path.
+TEST(ScatterEmulated, BinsPathRandomLayouts) {
+  const uint64_t seed = swt::test_seed();
+  swt::Rng rng(seed);
+  int failures = 0, whole = 0, split = 0, ordered = 0;
+  for (int i = 0; i < 1200 && failures < 5; ++i) {
+    ScatterCaseOpts o;
+    o.max_size = 7;
+    o.rank = static_cast<int>(swt::rand_int(rng, 1, 4));
+    ScatterCase c = random_scatter_case(rng, o);
+    if (c.desc.combine == Combine::kCopy) continue;
+    if (swt::coin(rng, 0.1)) plant_bad_index(rng, c);
+    const cs::PathChoice ch =
+        swt::coin(rng, 0.5) ? cs::PathChoice::kBins : cs::PathChoice::kBinsSplit;
+    ScatterPlan plan;
+    ErrorDetail e;
+    ASSERT_EQ(stridewise::plan_scatter(c.args(), &plan, &e), Status::kOk) << e.message;
+    const cs::BinsShape bs = cs::call_bins(c.args(), plan, ch);
+    const unsigned cap = swt::coin(rng, 0.3) ? unsigned(swt::rand_int(rng, 1, 3)) : 0;
+    std::vector<std::string> ran;
+    const auto r = scatter_emulated_matches(c, seed, cap, ch, &ran);
+    EXPECT_TRUE(r) << "iteration " << i;
+    const bool took =
+        ran_bins(ran, "bins") || ran_bins(ran, "bins_split") || ran_bins(ran, "bins_ordered");
+    EXPECT_EQ(took, bs.use && plan.elems.numel > 0) << "iteration " << i << "\n" << c.describe();
+    failures += r ? 0 : 1;
+    whole += ran_bins(ran, "bins");
+    split += ran_bins(ran, "bins_split");
+    ordered += ran_bins(ran, "bins_ordered");
+  }
+  EXPECT_GT(whole, 100);
+  EXPECT_GT(split, 100);
+  EXPECT_GT(ordered, 50);
+}
+
+// Deterministic mode with arbitrary floats: each bin combines its values in index order
+// whatever the schedule (the runner runs threads and blocks last first), so the result is the
+// reference's bit for bit (floating add is not associative).
+TEST(ScatterEmulated, BinsOrderedIsIndexOrder) {
+  const uint64_t seed = swt::test_seed();
+  swt::Rng rng(seed);
+  int checked = 0;
+  for (int i = 0; i < 300; ++i) {
+    ScatterCaseOpts o;
+    o.random_dtype = false;
+    o.dtype = swt::coin(rng, 0.5) ? DType::kFloat32 : DType::kFloat16;
+    o.combine = static_cast<int>(swt::coin(rng, 0.5) ? Combine::kAdd : Combine::kMean);
+    o.deterministic = 1;
+    o.has_value = 0;
+    o.max_size = 40;  // lines longer than one stage of kBinsWarp steps
+    o.rank = static_cast<int>(swt::rand_int(rng, 1, 2));
+    ScatterCase c = random_scatter_case(rng, o);
+    if (o.dtype == DType::kFloat32) {
+      float* p = reinterpret_cast<float*>(c.src.base());
+      for (size_t k = 0; k < c.src.storage_bytes() / 4; ++k)
+        p[k] = std::uniform_real_distribution<float>(-1, 1)(rng);
+    }
+    int64_t bad = 0;
+    const std::vector<unsigned char> want = reference_scatter(c, &bad, nullptr);
+    ScatterHostRunner r;
+    r.path = cs::PathChoice::kBins;
+    r.reverse = true;
+    ErrorDetail e;
+    ASSERT_EQ(emulate_scatter(c.args(), r, &e), Status::kOk) << c.describe();
+    if (!ran_bins(r.launches, "bins_ordered")) continue;
+    ++checked;
+    EXPECT_EQ(compare_out(c, c.out.base(), want, nullptr), "") << "iteration " << i << "\n"
+                                                               << c.describe();
+  }
+  EXPECT_GT(checked, 100);
+}
+
+// bins_shape's rule on the shapes, over views at fake addresses (nothing touched).
+TEST(ScatterEmulated, BinsRule) {
+  auto args = [](DType dt, const std::vector<int64_t>& osz, const std::vector<int64_t>& isz,
+                 std::vector<int64_t> ist, int64_t dim, Combine comb, bool incl) {
+    if (ist.empty()) ist = swt::contiguous_strides(isz);
+    ScatterArgs a;
+    a.out.data = reinterpret_cast<void*>(uintptr_t(1) << 44);
+    a.out.dtype = dt;
+    a.out.rank = static_cast<int>(osz.size());
+    const std::vector<int64_t> ost = swt::contiguous_strides(osz);
+    for (size_t d = 0; d < osz.size(); ++d) a.out.sizes[d] = osz[d], a.out.strides[d] = ost[d];
+    a.self = a.out;
+    a.index = a.out;
+    a.index.data = reinterpret_cast<void*>(uintptr_t(2) << 44);
+    a.index.dtype = DType::kInt64;
+    for (size_t d = 0; d < isz.size(); ++d) a.index.sizes[d] = isz[d], a.index.strides[d] = ist[d];
+    a.src = a.index;
+    a.src.data = reinterpret_cast<void*>(uintptr_t(3) << 44);
+    a.src.dtype = dt;
+    const std::vector<int64_t> sst = swt::contiguous_strides(isz);
+    for (size_t d = 0; d < isz.size(); ++d) a.src.strides[d] = sst[d];
+    a.dim = dim;
+    a.desc = stridewise::scatter_desc(comb == Combine::kAdd ? stridewise::OpCode::kScatterAdd
+                                                            : stridewise::OpCode::kScatterReduce,
+                                      comb, incl);
+    return a;
+  };
+  auto shape = [](const ScatterArgs& a) {
+    ScatterPlan p;
+    ErrorDetail e;
+    EXPECT_EQ(stridewise::plan_scatter(a, &p, &e), Status::kOk) << e.message;
+    return cs::call_bins(a, p, cs::PathChoice::kAuto);
+  };
+  const int64_t M = int64_t(1) << 20;
+  // A million rows of 128 values into 64 bins: whole lines, a warp each, 8 per block.
+  cs::BinsShape s = shape(args(DType::kFloat32, {M, 64}, {M, 128}, {}, 1, Combine::kAdd, true));
+  EXPECT_TRUE(s.use && !s.split && !s.ordered && !s.counts);
+  EXPECT_EQ(s.group, 32);
+  EXPECT_EQ(s.threads, 256);
+  EXPECT_EQ(s.slab_bytes, 64 * 4);
+  // mean: counts; deterministic: ordered, with the stage.
+  s = shape(args(DType::kBFloat16, {M, 64}, {M, 128}, {}, 1, Combine::kMean, false));
+  EXPECT_TRUE(s.use && s.counts && s.slab_bytes == 64 * 4 * 2);
+  ScatterArgs d = args(DType::kFloat32, {M, 64}, {M, 128}, {}, 1, Combine::kAdd, true);
+  d.deterministic = true;
+  s = shape(d);
+  EXPECT_TRUE(s.use && s.ordered && !s.split && s.group == 32);
+  EXPECT_EQ(s.slab_bytes, 64 * 4 + 32 * 4 + 32 * 4);
+  // A histogram: 16M values into 4096 bins, one line cut into chunks of 4 x 4096 steps (not
+  // the kBinsItems chunks that fill the GPU: the flush would be as many atomics as the
+  // values'), a block per chunk.
+  const int64_t E = int64_t(1) << 24;
+  s = shape(args(DType::kFloat32, {4096}, {E}, {}, 0, Combine::kAdd, true));
+  EXPECT_TRUE(s.use && s.split);
+  EXPECT_EQ(s.chunk, 4 * 4096);
+  EXPECT_EQ(s.chunks, E / (4 * 4096));
+  EXPECT_EQ(s.group, 256);
+  EXPECT_EQ(s.smem_bytes, 4096 * 4);
+  // ... into a million bins: the bins do not fit (the atomics kernel).
+  EXPECT_FALSE(shape(args(DType::kFloat32, {M}, {E}, {}, 0, Combine::kAdd, true)).use);
+  // Deterministic histogram: not here (the segment path sorts it, in index order).
+  d = args(DType::kFloat32, {4096}, {E}, {}, 0, Combine::kAdd, true);
+  d.deterministic = true;
+  ScatterPlan p;
+  ErrorDetail e;
+  ASSERT_EQ(stridewise::plan_scatter(d, &p, &e), Status::kOk);
+  EXPECT_TRUE(cs::sort_shape(d, p, cs::PathChoice::kAuto).use);
+  // dim 1 of (64, 4096, 1024): steps 1024 elements apart (the tile path's).
+  EXPECT_FALSE(
+      shape(args(DType::kFloat16, {64, 4096, 1024}, {64, 1024, 1024}, {}, 1, Combine::kAdd, true))
+          .use);
+  // A shared index over many lines (the segment path's), short lines against the bins, a copy.
+  EXPECT_FALSE(shape(args(DType::kFloat32, {M, 64}, {M, 128}, {0, 1}, 1, Combine::kAdd, true)).use);
+  EXPECT_FALSE(shape(args(DType::kFloat32, {M, 1024}, {M, 128}, {}, 1, Combine::kAdd, true)).use);
+  EXPECT_FALSE(shape(args(DType::kFloat32, {M, 64}, {M, 128}, {}, 1, Combine::kCopy, true)).use);
+  // Bins that overflow a block's shared memory even one group at a time: no.
+  EXPECT_FALSE(
+      shape(args(DType::kFloat64, {256, 8192}, {256, 32768}, {}, 1, Combine::kAdd, true)).use);
+  // The whole-line path needs no workspace even for float16 (rounded once, in the bins).
+  const ScatterArgs h = args(DType::kFloat16, {M, 64}, {M, 128}, {}, 1, Combine::kAdd, true);
+  ASSERT_EQ(stridewise::plan_scatter(h, &p, &e), Status::kOk);
+  ScatterHostRunner r;
+  EXPECT_EQ(cs::call_layout(h, p, cs::PathChoice::kAuto, r).total, 0);
+  EXPECT_GT(cs::call_layout(h, p, cs::PathChoice::kNever, r).total, 0);
+}
+
+}  // namespace
+}  // namespace swct
