@@ -43,7 +43,8 @@
 # AUDIT_MATRIX (default quick), AUDIT_OPS, AUDIT_ARGS, BENCH_SCATTER_ARGS, CTEST_ARGS,
 # PYTEST_JOBS (xdist workers of the pytest phase, default 4), PYTEST_AUDIT=0 (skip the
 # audit's test files), SANITIZE_FILTER (gtests), SANITIZE_FILES/K (pytest selection),
-# SANITIZE_PATHS (scatter paths forced in turn, default "plain tile segments"), SANITIZE_JOBS
+# SANITIZE_PATHS (scatter paths forced in turn, default "plain tile segments bins bins_split"),
+# SANITIZE_SCATTER_FILES (the test files of the forced-path passes), SANITIZE_JOBS
 # (xdist workers per pass, default 6), NCU_SCATTER_ARGS,
 # STRIDEWISE_COMPARE (sw-compare for the dump tests; default the one built in build-gpu).
 {  # read the whole script before running it: the tool re-copies the tree between calls
@@ -173,8 +174,8 @@ san_passes() {  # san_passes TOOL: every pass of TOOL; logs $LOG/san_TOOL_*.log
   local tool=$1 rc=0 n=${SANITIZE_JOBS:-6} path r
   local k=${SANITIZE_K:-"cuda or past_2_31"}
   local files=${SANITIZE_FILES:-"$(ls tests/test_*.py | grep -v '/test_audit')"}
-  local scatter_files="tests/test_scatter_contract.py tests/test_scatter_matrix.py
-    tests/test_scatter_backward.py tests/test_scatter_aten_bugs.py tests/test_e2e_scatter.py"
+  local scatter_files=${SANITIZE_SCATTER_FILES:-"tests/test_scatter_contract.py tests/test_scatter_matrix.py
+    tests/test_scatter_backward.py tests/test_scatter_aten_bugs.py tests/test_e2e_scatter.py"}
   local cs=(compute-sanitizer --tool "$tool" --target-processes all --print-limit 100)
   [[ $tool == racecheck ]] && cs+=(--racecheck-report all)
   rm -f "$LOG"/san_"$tool"_*.log
@@ -185,7 +186,7 @@ san_passes() {  # san_passes TOOL: every pass of TOOL; logs $LOG/san_TOOL_*.log
     --gtest_filter="${SANITIZE_FILTER:--*DeathTest*:*Guard*:*SixtyFourBit*:*Emulated*}" \
     >"$LOG/san_${tool}_gtest.log" 2>&1 &
   local gtest=$!
-  for path in auto ${SANITIZE_PATHS:-plain tile segments}; do
+  for path in auto ${SANITIZE_PATHS:-plain tile segments bins bins_split}; do
     local sel=$files
     [[ $path != auto ]] && sel=$scatter_files
     # shellcheck disable=SC2086 # lists of files
