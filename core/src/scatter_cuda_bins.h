@@ -4,10 +4,9 @@
 // of threads (a warp, or a block of kBinsThreads) owns one item -- a line, or a chunk of a long
 // line -- and holds that line's out column as n = out.size(dim) accumulators ("bins", plus an
 // int32 count each for mean and include_self = false) in shared memory:
-//  init:  the bins at the combine's neutral value (ordered mode with include_self: out's);
+//  init:  the bins from out (include_self, whole lines) or the combine's neutral value;
 //  acc:   every step of the item, consecutive steps on consecutive threads (a contiguous index
-//         row is read coalesced), combined into its bin by a shared-memory atomic, and out's
-//         own value (include_self, whole lines), loaded with the steps' operands; or, in
+//         row is read coalesced), combined into its bin by a shared-memory atomic; or, in
 //         deterministic mode, ordered: steps staged kBinsWarp at a time, then thread t combines
 //         the staged steps whose bin is t mod kBinsWarp, in step order (no atomics: each bin
 //         sees its values in index order, as the CPU combines them);
@@ -223,27 +222,16 @@ SW_HOST_DEVICE SW_INLINE void bins_phase(const BinsArgs<I, D>& a, int phase, int
     *x = a.has_value ? val : scale(Conv<T>::load(src[o.v[kScatterSrc] + I(s) * a.src_dim_stride]));
     return v < 0 || v >= a.n ? int64_t(-1) : v;
   };
-  // A whole line outside ordered mode takes out's value (include_self) as one more operand of
-  // the acc phase, its loads issued with the steps' (the order of a fast call's operands is
-  // unspecified): a line then waits on memory once, not twice (init, then acc). Ordered mode
-  // starts from out, as the index order does.
-  const bool late_self = !a.split && !a.ordered && a.include_self;
-  const T* const self = static_cast<const T*>(a.out);
-  auto self_at = [&](int64_t v) {
-    return Conv<T>::load(self[o.v[kScatterOut] + I(v) * a.target_dim_stride]);
-  };
   if (phase == kBinsInit) {
-    const A start = a.split || late_self ? bins_neutral<A>(a.combine) : Ops<A>::identity(a.combine);
+    const T* const out = static_cast<const T*>(a.out);
+    const A start = a.split ? bins_neutral<A>(a.combine) : Ops<A>::identity(a.combine);
     for (int64_t v = t; v < a.n; v += g) {
-      m.bins[v] = !a.split && a.include_self && !late_self ? self_at(v) : start;
+      m.bins[v] = !a.split && a.include_self
+                      ? Conv<T>::load(out[o.v[kScatterOut] + I(v) * a.target_dim_stride])
+                      : start;
       if (m.cnt) m.cnt[v] = 0;
     }
   } else if (phase == kBinsAcc) {
-    A own[kBinsUnroll];  // late_self: out's values of bins t, t + g, ...
-    SW_HOST_ZERO(own);
-    if (late_self)
-      for (int u = 0; u < kBinsUnroll; ++u)
-        if (t + u * g < a.n) own[u] = self_at(t + u * g);
     for (int64_t s = s0 + t; s < s1; s += g * kBinsUnroll) {
       int64_t v[kBinsUnroll];
       A x[kBinsUnroll];
@@ -254,12 +242,6 @@ SW_HOST_DEVICE SW_INLINE void bins_phase(const BinsArgs<I, D>& a, int phase, int
         atomic_combine<A>(m.bins + v[u], x[u], a.combine);
         if (m.cnt) atomic_count(m.cnt + v[u]);
       }
-    }
-    if (late_self) {
-      for (int u = 0; u < kBinsUnroll; ++u)
-        if (t + u * g < a.n) atomic_combine<A>(m.bins + t + u * g, own[u], a.combine);
-      for (int64_t v = t + kBinsUnroll * g; v < a.n; v += g)
-        atomic_combine<A>(m.bins + v, self_at(v), a.combine);
     }
   } else if (phase == kBinsStage) {
     const int64_t s = s0 + k * kBinsWarp + t;
