@@ -141,6 +141,10 @@ TEST(ScatterEmulated, BinsRule) {
   EXPECT_EQ(s.group, 32);
   EXPECT_EQ(s.threads, 256);
   EXPECT_EQ(s.slab_bytes, 64 * 4);
+  // amax: float32 in out by atomics (their CAS skips most writes); bfloat16 (a float32
+  // workspace otherwise) in bins.
+  EXPECT_FALSE(shape(args(DType::kFloat32, {M, 64}, {M, 128}, {}, 1, Combine::kMax, true)).use);
+  EXPECT_TRUE(shape(args(DType::kBFloat16, {M, 64}, {M, 128}, {}, 1, Combine::kMax, true)).use);
   // mean: counts; deterministic: ordered, with the stage.
   s = shape(args(DType::kBFloat16, {M, 64}, {M, 128}, {}, 1, Combine::kMean, false));
   EXPECT_TRUE(s.use && s.counts && s.slab_bytes == 64 * 4 * 2);
