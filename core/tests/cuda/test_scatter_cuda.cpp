@@ -313,7 +313,8 @@ TEST_F(ScatterCuda, BinsPathMatchesCpu) {
   for (int i = 0; i < 200 && failures < 5; ++i) {
     ScatterCaseOpts o;
     o.rank = static_cast<int>(swt::rand_int(rng, 1, 3));
-    o.max_size = i % 3 == 0 ? 6000 / (o.rank * o.rank) : 40;
+    // Long lines (rank 1: out's dim up to 6000) without a CPU reference of 10^8 elements.
+    o.max_size = i % 3 == 0 ? (o.rank == 1 ? 6000 : o.rank == 2 ? 700 : 100) : 40;
     o.nan = swt::coin(rng, 0.1);
     ScatterCase c = random_scatter_case(rng, o);
     if (c.desc.combine == Combine::kCopy) continue;
