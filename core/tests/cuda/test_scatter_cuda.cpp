@@ -112,6 +112,27 @@ double rtol_of(DType t) {
   return ::testing::AssertionSuccess();
 }
 
+// Bad values on the forced paths `paths` (in turn), deterministic as asked (-1: at random): the
+// call fails with kIndexOutOfRange and out's storage is untouched.
+void expect_bad_index_writes_nothing(swt::Rng& rng, cudaStream_t stream,
+                                     const std::vector<cs::PathChoice>& paths, int deterministic) {
+  for (int i = 0; i < 20; ++i) {
+    ScatterCaseOpts o;
+    o.deterministic = deterministic;
+    o.rank = 2;
+    o.max_size = 500;
+    ScatterCase c = random_scatter_case(rng, o);
+    if (c.desc.combine == Combine::kCopy || !plant_bad_index(rng, c)) continue;
+    const std::vector<unsigned char> before(c.out.base(), c.out.base() + c.out.storage_bytes());
+    DeviceScatter d(c);
+    ASSERT_EQ(d.status(), cudaSuccess);
+    ErrorDetail e;
+    ASSERT_EQ(d.run(stream, &e, paths[i % paths.size()]), Status::kIndexOutOfRange) << c.describe();
+    const std::vector<unsigned char> got = d.out.download();
+    EXPECT_EQ(swt::diff_bytes(got.data(), before.data(), got.size()), "") << c.describe();
+  }
+}
+
 TEST_F(ScatterCuda, MatchesCpuRandomLayouts) {
   swt::Rng rng(seed_);
   int failures = 0;
@@ -285,21 +306,7 @@ TEST_F(ScatterCuda, TilePathMatchesCpu) {
     failures += r ? 0 : 1;
   }
   EXPECT_GT(tiled, 50);
-  for (int i = 0; i < 20; ++i) {
-    ScatterCaseOpts o;
-    o.deterministic = 0;
-    o.rank = 2;
-    o.max_size = 500;
-    ScatterCase c = random_scatter_case(rng, o);
-    if (c.desc.combine == Combine::kCopy || !plant_bad_index(rng, c)) continue;
-    const std::vector<unsigned char> before(c.out.base(), c.out.base() + c.out.storage_bytes());
-    DeviceScatter d(c);
-    ASSERT_EQ(d.status(), cudaSuccess);
-    ErrorDetail e;
-    ASSERT_EQ(d.run(stream_, &e, cs::PathChoice::kTile), Status::kIndexOutOfRange) << c.describe();
-    const std::vector<unsigned char> got = d.out.download();
-    EXPECT_EQ(swt::diff_bytes(got.data(), before.data(), got.size()), "") << c.describe();
-  }
+  expect_bad_index_writes_nothing(rng, stream_, {cs::PathChoice::kTile}, 0);
 }
 
 // The bins path (scatter_cuda_bins.h) on the GPU, forced: whole lines (a warp per line, or
@@ -328,21 +335,8 @@ TEST_F(ScatterCuda, BinsPathMatchesCpu) {
     failures += r ? 0 : 1;
   }
   EXPECT_GT(binned, 80);
-  for (int i = 0; i < 20; ++i) {
-    ScatterCaseOpts o;
-    o.rank = 2;
-    o.max_size = 500;
-    ScatterCase c = random_scatter_case(rng, o);
-    if (c.desc.combine == Combine::kCopy || !plant_bad_index(rng, c)) continue;
-    const std::vector<unsigned char> before(c.out.base(), c.out.base() + c.out.storage_bytes());
-    DeviceScatter d(c);
-    ASSERT_EQ(d.status(), cudaSuccess);
-    ErrorDetail e;
-    const cs::PathChoice ch = i % 2 ? cs::PathChoice::kBins : cs::PathChoice::kBinsSplit;
-    ASSERT_EQ(d.run(stream_, &e, ch), Status::kIndexOutOfRange) << c.describe();
-    const std::vector<unsigned char> got = d.out.download();
-    EXPECT_EQ(swt::diff_bytes(got.data(), before.data(), got.size()), "") << c.describe();
-  }
+  expect_bad_index_writes_nothing(rng, stream_, {cs::PathChoice::kBins, cs::PathChoice::kBinsSplit},
+                                  -1);
 }
 
 // Fast-mode copies through a shared index over aligned contiguous lines (rows_put: no sort,
