@@ -321,10 +321,7 @@ struct Launcher {
     const int64_t groups = bs.threads / bs.group;
     const unsigned blocks = static_cast<unsigned>(
         std::max<int64_t>(1, std::min(ceil_div(l.numel * bs.chunks, groups), kMaxBlocks)));
-    // One calculator width (kMaxRank) for every rank: the kernel computes offsets once per
-    // item, not per step, and a second width would double its instantiations (the bins
-    // kernels took scatter_cuda.cu's compile from 5.8 to 8.5 minutes).
-    return with_offsets(u32, kMaxRank, [&](auto it, auto dims) {
+    return with_offsets(u32, l.rank, [&](auto it, auto dims) {
       using I = typename decltype(it)::type;
       constexpr int D = decltype(dims)::value;
       BinsArgs<I, D> p{};
