@@ -309,8 +309,8 @@ Status scatter_cuda_with(const ScatterArgs& args, const ScatterPlan& plan, void*
   return Status::kOk;
 }
 
-// STRIDEWISE_SCATTER_CUDA_PATH (auto|plain|segments|tile|bins), read once: forces a path for
-// benchmarks and profiles (where the call allows it). An unknown value is ignored (auto), never
+// STRIDEWISE_SCATTER_CUDA_PATH (auto|plain|segments|tile|bins|bins_split), read once: forces a path
+// for benchmarks and profiles (where the call allows it). An unknown value is ignored (auto), never
 // an error on a user's call.
 namespace {
 PathChoice forced_path() {
