@@ -17,6 +17,7 @@
 #           install pytestinstalled benchinstalled (pip-build a wheel against the image's torch,
 #           install it into a venv, run the C++ consumer; tests against the installed package:
 #           PYTEST_INSTALLED_ARGS; the gather benchmark and its plot on the installed package)
+#           auditdev (the swdev test device: built, its tests, audited with --grad)
 #           wheels auditfg auditfgall pytestaudit (check that the carried FlagGems imports; audit
 #           flag_gems, its variants only / every case with --run-native: FG_BACKEND, FG_JOBS,
 #           FG_ARGS, FG_LIMIT; the audit's test files' CUDA cases)
@@ -69,7 +70,7 @@ declare -A runs  # benchmark runs so far in this invocation, per benchmark
 
 note() { echo "$*" | tee -a "$SUMMARY"; }
 # The phases that run Python: each first checks the package's declared dependencies.
-PY_PHASES=" bench benchscatter bench2 benchscatter2 benchindex benchadv demo diag pytest sanitize racecheck audit altbuild triage hostbench benchvar benchscattervar ncu ncuscatter pytestaudit auditfg auditfgall "
+PY_PHASES=" auditdev bench benchscatter bench2 benchscatter2 benchindex benchadv demo diag pytest sanitize racecheck audit altbuild triage hostbench benchvar benchscattervar ncu ncuscatter pytestaudit auditfg auditfgall "
 pack() {  # logs + summary to $OUT after every phase: a call cut off still returns them
   cp -f "$SUMMARY" "$OUT"/ 2>/dev/null
   cp -f "$LOG"/ncu_gather.md "$LOG"/audit_fg.txt "$LOG"/audit_fg.json "$LOG"/audit_fg_all.txt \
@@ -121,8 +122,10 @@ phase_build() {
   # make either link right, and cmake/CheckRuntime.cmake fails the build if not.
   # --split-compile=0: nvcc optimizes one file's kernels on every core (the scatter file alone
   # took most of a 391 s build on 2026-12-01).
+  # The swdev test device is built by its own phase (auditdev): a torch-API drift in a test
+  # extension must not stop the library's build and every phase after it.
   local args=(-S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSW_CUDA=ON -DSW_TORCH=ON
-    -DCMAKE_CUDA_FLAGS=--split-compile=0 -DPython3_EXECUTABLE="$PY")
+    -DCMAKE_CUDA_FLAGS=--split-compile=0 -DPython3_EXECUTABLE="$PY" -DSW_BUILD_TESTDEV=OFF)
   [ -d .gtest/googletest ] && args+=(-DSW_GTEST_SRC="$ROOT/.gtest" -DCMAKE_DISABLE_FIND_PACKAGE_GTest=ON)
   [ -x /usr/bin/g++ ] && args+=(-DCMAKE_CXX_COMPILER=/usr/bin/g++ -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++)
   cmake "${args[@]}" || return 1
@@ -349,6 +352,31 @@ phase_auditfgall() {  # the same audit running every case, the native-run varian
   ((rc <= 1))
 }
 
+phase_auditdev() {  # swdev (tests/privateuse1) built against the image's torch, its tests and
+  # the device audit's tests (CPU work: the device keeps its memory on the host), then the
+  # whole family audited on it with --grad, bugs off (must pass) and on (the two bugs found)
+  cmake -S . -B build-gpu -DSW_BUILD_TESTDEV=ON >/dev/null || return 1
+  cmake --build build-gpu --target sw_testdev || return 1
+  local rc=0 env
+  "$PY" -m pytest -q -rfEs -p no:cacheprovider --timeout=600 -n 4 \
+    tests/test_privateuse1_device.py tests/test_audit_device.py tests/test_audit_grad.py || rc=1
+  env=$("$PY" - <<'PYEOF'
+import importlib.util, shlex
+s = importlib.util.spec_from_file_location("a", "tests/privateuse1/sw_testdev_autoload.py")
+m = importlib.util.module_from_spec(s); s.loader.exec_module(m)
+e = m.autoload_env("/tmp/swdev-dist")
+print(" ".join(f"{k}={shlex.quote(e[k])}" for k in ("PYTHONPATH", "SW_TESTDEV_LIB")))
+PYEOF
+)
+  env $env SW_TESTDEV_BUGS=none "$PY" -m stridewise audit --device swdev --matrix quick --grad \
+    --jobs 8 --no-repros --json "$LOG/audit_swdev_off.json" | tail -n 4 || rc=1
+  env $env "$PY" -m stridewise audit --device swdev --matrix quick --grad --jobs 8 --no-repros \
+    --json "$LOG/audit_swdev.json" >"$LOG/audit_swdev.txt"
+  sed -n '/^Findings/,/^Failures/p' "$LOG/audit_swdev.txt"
+  tail -n 1 "$LOG/audit_swdev.txt"
+  return $rc
+}
+
 phase_pytestaudit() {  # the audit's own test files, CUDA cases only (the CPU ones run in CI)
   "$PY" -m pytest -q -rfEs -p no:cacheprovider --timeout=600 --durations=10 -n 4 -k cuda \
     tests/test_audit.py tests/test_audit_triage.py tests/test_audit_coverage.py \
@@ -413,7 +441,7 @@ phase_benchinstalled() {  # the gather benchmark on the installed package; write
 
 # The phases run under `timeout` in a child bash, which sees them (and their settings) exported.
 export ROOT PY LOG CUDA_TESTS PYTEST_ARGS=${PYTEST_ARGS:-}
-export -f san_passes san_last_line phase_bench phase_install phase_pytestinstalled phase_benchinstalled phase_wheels phase_auditfg phase_auditfgall phase_pytestaudit phase_toolchain phase_build phase_buildlib phase_altbuild phase_sanitize phase_racecheck phase_audit phase_ncuscatter phase_pytest \
+export -f phase_auditdev san_passes san_last_line phase_bench phase_install phase_pytestinstalled phase_benchinstalled phase_wheels phase_auditfg phase_auditfgall phase_pytestaudit phase_toolchain phase_build phase_buildlib phase_altbuild phase_sanitize phase_racecheck phase_audit phase_ncuscatter phase_pytest \
   phase_hostbench phase_benchvar phase_benchscattervar phase_benchindex phase_benchadv phase_ncu
 
 note "date: $(date -u +%FT%TZ)"
@@ -469,6 +497,7 @@ for phase in $PHASES; do
     auditfg) run_phase auditfg "${FG_LIMIT:-1500}" bash -c phase_auditfg ;;
     auditfgall) run_phase auditfgall "${FG_LIMIT:-1500}" bash -c phase_auditfgall ;;
     pytestaudit) run_phase pytestaudit 600 bash -c phase_pytestaudit ;;
+    auditdev) run_phase auditdev 600 bash -c phase_auditdev ;;
     altbuild)
       rm -f python/stridewise/_lib/libstridewise_torch.so
       run_phase altbuild 600 bash -c phase_altbuild ;;

@@ -59,13 +59,24 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--large", action="store_true",
                    help="add the >2**31-element probes (storage stays small; slower)")
     g.add_argument("--large-only", action="store_true", help="run only the >2**31-element probes")
+    g.add_argument("--grad", action="store_true",
+                   help="also run the backward of every differentiable case (func variant, floating "
+                        "dtype, native computes it) with a random upstream gradient (contiguous, "
+                        "non-contiguous or expanded) and compare the input gradients with native's "
+                        "(docs/audit.md \"--grad\")")
     g.add_argument("--case", action="append", default=[], metavar="ID",
                    help="run just this case id (repeatable); prints its inputs and verdict")
     g.add_argument("--list", action="store_true", help="print the case ids and exit")
     g.add_argument("--list-ops", action="store_true", help="print the ops and their ATen overloads")
     g = p.add_argument_group("how")
-    g.add_argument("--guard", action="store_true",
-                   help="every input storage ends at a guard page: reads past it fault at once")
+    mem = g.add_mutually_exclusive_group()
+    mem.add_argument("--guard", action="store_true",
+                     help="every input storage ends at a guard page: reads past it fault at once "
+                          "(cpu and cuda; refused, with the reason, on a device without guarded memory)")
+    mem.add_argument("--margin", action="store_true",
+                     help="every storage sits between poisoned margins, compared after the call: "
+                          "writes past a storage are found, reads there return poison (the default "
+                          "on a device that gives no guarded memory; plain storages otherwise)")
     g.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1),
                    help="worker processes (default: cores - 1)")
     g.add_argument("--timeout", type=float, default=120.0, help="seconds per case before it counts as a hang")
@@ -174,6 +185,14 @@ def _audit(args, argv) -> int:
         if not args.imports:  # a plug-in device needs its module (imported in the workers)
             return _fail(f"--device {args.device!r}: {e} (for a plug-in device, add "
                          f"--import MODULE, e.g. --import torch_npu)")
+    from .guard import guard_support
+
+    guardable, why_not = guard_support(args.device) if _is_device(args.device) else (False, "")
+    if args.guard and not guardable:
+        return _fail(f"--guard refused: {why_not or 'the device is unknown in this process'}. "
+                     "Without --guard the audit checks the poisoned margins around each storage "
+                     "instead (writes past a storage are found; a read past it returns poison)")
+    memory = "guard" if args.guard else "margin" if args.margin or not guardable else "plain"
     try:
         ops = resolve(_csv(args.ops) or ["all"])
     except KeyError as e:
@@ -236,12 +255,14 @@ def _audit(args, argv) -> int:
                          "stridewise to audit it)")
     known = args.known if args.known is not None else backend is None
     cfg = RunConfig(device=args.device, backend=backend, imports=tuple(args.imports), guard=args.guard,
+                    margin=memory == "margin",
                     jobs=max(1, args.jobs), timeout=args.timeout, assert_grace=args.assert_grace,
                     threads=args.threads, start_method=args.start_method, log_dir=args.log_dir,
                     keep_logs=bool(args.log_dir), apply_known=known, tol=tol, schedule=args.schedule,
                     run_native=args.run_native, deadline=max(0.0, args.deadline),
                     spares=max(0, args.spares if args.spares is not None
                                else int(args.device.split(":")[0] != "cpu")))
+    cfg.grad = bool(args.grad)
     bar, on_result = _progress(args, len(cases))
     started = datetime.datetime.now().isoformat(timespec="seconds")
     t0 = time.time()
@@ -259,12 +280,15 @@ def _audit(args, argv) -> int:
     results.sort(key=lambda r: order.get(r.case.id, 0))
     info = report.analyse(results)
     meta = {"device": args.device, "backend": args.backend, "guard": args.guard,
+            "memory": {"mode": memory, "guard_pages": guardable, "why_no_guard": why_not or None},
+            "oracle": f"native PyTorch {torch.__version__} on CPU, over copies in the same layouts",
             "matrix": "cases" if args.case else args.matrix, "seed": args.seed, "seconds": seconds,
             "jobs": cfg.jobs, "limit": args.limit or None, "started": started, "argv": argv, "json": args.json,
             "backend_info": runner.backend_info, "device_name": runner.device_name,
             "coverage": runner.coverage,  # with --backend: who runs each overload (coverage.py)
             "sanitizer": _sanitizer_tool(),  # compute-sanitizer's tool, when run under it
             "timing": runner.timing,  # where the time went (timing.py)
+            "grad": bool(args.grad),
             "tolerance": {"factor": tol.factor, "atol": tol.atol, "exact_accum": tol.exact_accum,
                           "strict_errors": tol.strict_errors, "rule": tol.describe()}}
     need = [r for r in results if r.built is not None]
@@ -279,7 +303,7 @@ def _audit(args, argv) -> int:
         diag.update({r.case.id: x["diagnosis"].text for v in info["ops"].values() for g in v["harm"]
                      for x in (g["groups"] or [g]) if x.get("diagnosis") is not None
                      for r in x["results"]})
-        meta["repros"] = repro.write_all(need, SPECS, args.repro_dir, args.device, backend, args.guard,
+        meta["repros"] = repro.write_all(need, SPECS, args.repro_dir, args.device, backend, memory,
                                          diag, tol.describe(), args.max_repros, args.imports,
                                          always=[r for f in found for r in f.get("candidates") or ()])
         meta["repro_dir"] = os.path.abspath(args.repro_dir)
@@ -308,6 +332,16 @@ def _audit(args, argv) -> int:
         with open(args.json, "w") as fh:
             json.dump(doc, fh, indent=1, default=str)
     return 1 if info["counts"]["failed"] or bad else 0
+
+
+def _is_device(name: str) -> bool:
+    import torch
+
+    try:
+        torch.device(name)
+        return True
+    except (RuntimeError, ValueError):
+        return False
 
 
 def _sanitizer_tool():

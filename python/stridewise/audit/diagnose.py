@@ -138,6 +138,12 @@ def _explain(key: str, fails, considered) -> str:
         return "out-of-range indices are not rejected"
     if base in ("large", "kind=large"):
         return "wrong above 2**31 elements: 32-bit offset/index arithmetic overflows"
+    if base == "grad.repeats" or (base == "kind=dup" and fails and all(
+            (r.verdict.reason or "").startswith("backward") for r in fails)):
+        return ("the gradient terms of repeated indices are not all summed (the backward "
+                "overwrites, or races, where it must accumulate)")
+    if base == "grad_out.strided":
+        return "the upstream gradient is read as contiguous memory (its strides are ignored)"
     if base == "kind=dup":
         return "duplicate indices mishandled (lost or racing updates)"
     if base == "kind=wide":
@@ -155,6 +161,8 @@ def _explain(key: str, fails, considered) -> str:
 _REASON_WORDS = {
     "input-modified": "an input is modified (the out-of-place form writes into its input)",
     "outside-view-written": "writes land outside the written view (its strides or offset are ignored)",
+    "outside-storage-written": "writes run past a tensor's storage into the poisoned margin (a "
+                               "view read or written as if it were dense, or past its end)",
     "missing-error": "no error is raised where native PyTorch raises one",
     "spurious-error": "raises errors where native PyTorch does not",
     "not-aliased": "the in-place/out= form does not return its target",
@@ -289,7 +297,7 @@ def subgroups(g: dict) -> list:
 # what a harm class's cases do, as the verb of its diagnosis
 VERB = {"": "fails", "crash": "crashes", "wrong": "is wrong", "input-modified": "modifies an input",
         "missing-error": "raises no (or the wrong) error", "spurious-error": "raises",
-        "device-assert": "asserts on the device"}
+        "device-assert": "asserts on the device", "backward": "fails in backward"}
 
 _CRASH_KINDS = (("illegal memory access|illegal address", "illegal address"),
                 ("misaligned address", "misaligned address"), ("SIGSEGV", "segfault"),

@@ -10,7 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-OPERAND_WORDS = {"self": "self", "idx": "the index", "src": "src", "out": "out="}
+OPERAND_WORDS = {"self": "self", "idx": "the index", "src": "src", "out": "out=",
+                 "grad_out": "the upstream gradient",
+                 "written": "the written tensor (self in place, or out=)"}
+
+
+def grad_features(upstream: str, repeats: bool) -> dict:
+    """--grad (grad.py): the features of a case whose backward was judged: the upstream
+    gradient's layout (contiguous | transpose | step_slice | expand), and whether some input
+    gradient element sums several upstream elements (repeated indices, in backward)."""
+    return {"layout:grad_out": upstream, "grad.repeats": bool(repeats)}
 
 
 def features(spec, built, ref) -> dict:
@@ -43,6 +52,10 @@ def features(spec, built, ref) -> dict:
                 f["idx.big"] = min(big + ([f["idx.big"]] if f.get("idx.big") else []))
             f.setdefault("idx.ge32", False)
     f["elem_size"] = elem
+    if built.written:  # the tensor written in place or out=: one name for self and out=, so a
+        # kernel that mishandles its target's layout reads as one cause across variants
+        for k in ("stride0", "noncontig", "offset"):
+            f[f"written.{k}"] = f.get(f"{built.written}.{k}", False)
     f["bad_index"] = case.kind in ("oob", "oobneg", "oobbig") or (
         case.kind == "neg" and ref.error is not None)
     return f
@@ -84,6 +97,12 @@ def predicates(results) -> list:
         ps.append(Pred("rank=0", lambda f: f.get("rank", 0) == 0, "for 0-dim tensors (rank 0)", 15))
     for m in ranks[1:]:
         ps.append(Pred(f"rank>={m}", lambda f, m=m: f.get("rank", 0) >= m, f"from rank {m} up", 15))
+    if any("layout:grad_out" in r.features for r in results):  # --grad: backward's own features
+        ps.append(Pred("grad_out.strided", lambda f: f.get("layout:grad_out") not in (None, "contiguous"),
+                       "the upstream gradient is not contiguous (transposed, step-sliced or "
+                       "expanded)", 12))
+        ps.append(Pred("grad.repeats", lambda f: f.get("grad.repeats"), "indices repeat (a "
+                       "gradient element sums several upstream elements)", 14))
     ps.append(Pred("idx.neg", lambda f: f.get("idx.neg"), "the index has negative values", 14))
     ps.append(Pred("idx.huge", lambda f: f.get("idx.huge"), "an index value is >= 2**31", 14))
     ps.append(Pred("idx.ge32", lambda f: f.get("idx.ge32"), "with index values >= 2**32{eg}", 13))

@@ -243,18 +243,23 @@ def flat_storage(t: torch.Tensor, n: int | None = None) -> torch.Tensor:
 
 def materialize(t: torch.Tensor, device: torch.device, alloc=None) -> torch.Tensor:
     """The same view (sizes, strides, storage offset, storage contents) on ``device``.
-    With a guard allocator the storage is cut to the view's extent and ends at a guard page."""
+    With a guard allocator the storage is cut to the view's extent and ends at a guard page;
+    with the margin allocator (guard.MarginAlloc) the whole storage sits between poisoned
+    margins, at a storage offset of the allocation (the view's offset is shifted by it)."""
     if alloc is None and t.device == device:
         return t
-    n = extent(t) if alloc is not None else storage_elems(t)
+    margin = hasattr(alloc, "split")
+    n = extent(t) if alloc is not None and not margin else storage_elems(t)
     src = flat_storage(t, n)
-    if alloc is not None:
+    if margin:
+        dst = alloc.empty(n, t.dtype, device, reach=t.numel())
+    elif alloc is not None:
         dst = alloc.empty(n, t.dtype, device)
     else:
         dst = torch.empty(n, dtype=t.dtype, device=device)
     if n:
         dst.copy_(src)
-    return dst.as_strided(t.shape, t.stride(), t.storage_offset())
+    return dst.as_strided(t.shape, t.stride(), dst.storage_offset() + t.storage_offset())
 
 
 def storage_bytes(t: torch.Tensor) -> bytes:

@@ -13,6 +13,8 @@ CUDA: the driver's virtual-memory API through ctypes on libcuda: reserve
       cuMemSetAccess, place the storage at the end of the body and hand it to torch through
       ``__cuda_array_interface__`` (``torch.as_tensor``); the owner object unmaps on release.
       A read past the end hits reserved-but-unmapped address space: an illegal-address fault.
+Other devices get no guard pages (guard_support says why); MarginAlloc is their fallback, the
+poisoned-margin check, made of the device's own allocations and copies only.
 """
 from __future__ import annotations
 
@@ -198,6 +200,62 @@ class CudaGuard:
         return t.view(dtype)
 
 
+class MarginAlloc:
+    """The poisoned-margin check, for a device that gives no guarded memory: each storage is the
+    front of one larger allocation of the device's own (``torch.empty`` + a copy: its allocator
+    and ops, nothing assumed about its memory), followed by a margin of POISON bytes: the
+    larger of ``POST_MIN`` bytes and the view's own size (a kernel that reads a strided view as
+    if it were dense reads at most that far past the storage). A write past the storage lands
+    in the margin and is found by comparing it afterwards (``split``); a read there returns
+    poison (0xA5.. is a huge negative index and a large float), so it shows as an error or
+    wrong values instead of silently reading a neighbour. It cannot stop a kernel that runs
+    farther than the margin; guard pages can. No margin in front (``PRE`` = 0): it would shift
+    every view's storage offset, so a kernel that ignores storage offsets would fail every case
+    instead of the offset ones, and its diagnosis would be lost (seen on the test device);
+    writes before a storage's start are the guard pages' to find."""
+    PRE = 0
+    POST_MIN = 256
+
+    def __init__(self):
+        self.spans: dict = {}  # storage data_ptr -> (pre, body, post) bytes
+
+    def empty(self, n: int, dtype: torch.dtype, device=None, reach: int = 0) -> torch.Tensor:
+        """``n`` elements at a storage offset inside a poisoned allocation on ``device``;
+        ``reach``: the view's element count (sizes the back margin)."""
+        isz = torch.empty((), dtype=dtype).element_size()
+        pre = -(-self.PRE // isz)  # 0: see the class's docstring
+        post = max(-(-self.POST_MIN // isz), reach)
+        # poisoned as bytes: a copy in ``dtype`` may normalise the bytes (bool: 0xA5 -> 0x01)
+        raw = torch.empty((pre + n + post) * isz, dtype=torch.uint8, device=device)
+        raw.copy_(torch.full(raw.shape, POISON, dtype=torch.uint8))
+        self.spans[raw.untyped_storage().data_ptr()] = (pre * isz, n * isz, post * isz)
+        return raw.view(dtype).as_strided((n,), (1,), pre)
+
+    def split(self, t: torch.Tensor, raw: bytes):
+        """(the storage's own bytes, margin bytes no longer POISON) of ``t``'s whole allocation
+        ``raw``; the margin count is None when the storage is not one of ours any more (the
+        call replaced or resized it: then ``raw`` is all there is)."""
+        span = self.spans.get(t.untyped_storage().data_ptr())
+        if span is None or sum(span) != len(raw):
+            return raw, None
+        pre, body, _ = span
+        margins = raw[:pre] + raw[pre + body:]
+        return raw[pre:pre + body], len(margins) - margins.count(POISON)
+
+
+GUARDED = ("cpu", "cuda")
+
+
+def guard_support(device) -> tuple:
+    """(True, "") when ``allocator`` can give ``device`` guard pages, else (False, the reason)."""
+    kind = torch.device(device).type
+    if kind in GUARDED:
+        return True, ""
+    return False, (f"{kind!r} gives no guarded memory to the auditor: guard pages need control "
+                   f"of the device's virtual memory, which the auditor has for "
+                   f"{' and '.join(GUARDED)} only (mmap/mprotect; the CUDA driver's VMM API)")
+
+
 def allocator(device):
     """A guard allocator for ``device`` (cpu or cuda); other devices raise with the reason."""
     device = torch.device(device)
@@ -205,5 +263,5 @@ def allocator(device):
         return CpuGuard()
     if device.type == "cuda":
         return CudaGuard(device)
-    raise RuntimeError(f"--guard supports cpu and cuda devices, not {device.type!r}: no guard-page "
-                       "allocator is known for it (run without --guard)")
+    raise RuntimeError(f"--guard: {guard_support(device)[1]}; run without --guard (the "
+                       "poisoned-margin check runs instead)")

@@ -19,6 +19,9 @@ from . import diagnose
 CLASSES = (
     ("crash", "crashes", ("crash", None)),
     ("wrong", "wrong values or writes outside the view", ("wrong", None)),
+    # --grad (grad.py): anything wrong in backward (wrong, missing or extra gradients, an error
+    # or a crash in backward) after a forward that passed; matched by reason (backward-*)
+    ("backward", "wrong gradients or failures in backward", (None, None)),
     ("input-modified", "inputs modified", ("wrong", ("input-modified",))),
     ("missing-error", "missing errors", ("bad-error", ("missing-error", "error-type"))),
     ("spurious-error", "spurious errors (raised where native ATen computes)",
@@ -37,6 +40,8 @@ _MATCH = sorted(((cls, m) for cls, _, m in CLASSES), key=lambda x: x[1][1] is No
 def harm_of(r):
     """The harm class of a result, or None when it does not fail."""
     st, reason = r.verdict.status, r.verdict.reason
+    if st in ("wrong", "crash", "bad-error") and (reason or "").startswith("backward"):
+        return "backward"
     for cls, (status, reasons) in _MATCH:
         if st == status and (reasons is None or reason in reasons):
             return cls
@@ -118,6 +123,13 @@ def groups(results, preds=None) -> list:
             for (typ, msg), mrs in sorted(msgs.items(), key=lambda kv: (-len(kv[1]), kv[0])):
                 g["groups"].append(diagnosed({"exception": typ, "message": msg, "cases": len(mrs),
                                               "results": mrs}, cls, mrs))
+        if cls == "backward":  # the aten ops the failing backwards ran (grad.py), commonest first
+            from collections import Counter
+
+            from .grad import shown_ops
+
+            ops = Counter(q for r in rs for q in shown_ops((getattr(r, "grad", None) or {}).get("ops") or []))
+            g["backward_ops"] = [q for q, _ in ops.most_common()]
         if cls != "spurious-error":
             diagnosed(g, cls, rs)
         out.append(g)
@@ -141,6 +153,8 @@ def text(op: str, gs: list) -> list:
     for i, g in enumerate(gs, 1):
         lines.append(f"    {i}. {g['title']}: {g['cases']} case(s)"
                      + (f"  e.g. {g['example']}" if g.get("example") else ""))
+        if g.get("backward_ops"):
+            lines.append(f"         backward ran {', '.join(g['backward_ops'])}")
         d = g.get("diagnosis")
         if d is not None:
             lines.append(f"         {d.text}")

@@ -304,6 +304,12 @@ def _judge_values(spec, built, ref, cand, tol) -> Verdict:
                 continue
             after = bytes_to_tensor(after_all[j], t.dtype)
             label = name if len(items) == 1 else f"{name}[{j}]"
+            hit = (cand.get("margins") or {}).get(name, [None] * len(items))[j]
+            if hit:  # guard.MarginAlloc: a device without guard pages
+                return Verdict("wrong", "outside-storage-written",
+                               f"{label}: {hit} byte(s) of the poisoned margin around its storage "
+                               f"were written: a write past the tensor's storage, which a guard "
+                               f"page would have stopped (this device has none)")
             if after.numel() > flat_storage(t).numel():
                 return Verdict("wrong", "storage-resized", f"{label}: its storage grew from "
                                f"{flat_storage(t).numel()} to {after.numel()} elements (resized "

@@ -81,6 +81,7 @@ def _table(rows, header) -> list:
 def text(results, info: dict, meta: dict, max_failures: int = 8) -> str:
     out = [f"stridewise audit  device={meta['device']}  backend={meta['backend'] or 'none (native ATen)'}"
            f"  guard={'on' if meta['guard'] else 'off'}  matrix={meta['matrix']}  seed={meta['seed']}",
+           *_memory_lines(meta),
            f"torch {torch.__version__}  python {platform.python_version()}  "
            f"{info['counts']['cases']} cases in {meta['seconds']:.1f}s  ({meta['jobs']} worker(s))"
            + (f"  under compute-sanitizer {meta['sanitizer']}" if meta.get("sanitizer") else ""), ""]
@@ -98,6 +99,7 @@ def text(results, info: dict, meta: dict, max_failures: int = 8) -> str:
                 + ([c["error"]] if c.get("error") else []))
     out += _table(rows, hdr) + [""]
     out += coverage_text(results, meta)
+    out += backward_text(results, meta)
     present = [l for l in LAYOUT_ORDER if any(l in v["by_layout"] for v in info["ops"].values())]
     rows = [[op] + [_cell(v["by_layout"].get(l, {})) for l in present] for op, v in info["ops"].items()]
     out.append("op x layout class (cell: passing cases, then w=wrong c=crash e=bad-error "
@@ -105,9 +107,9 @@ def text(results, info: dict, meta: dict, max_failures: int = 8) -> str:
     out += _table(rows, ["op"] + [SHORT[l] for l in present]) + [""]
     by_harm = [line for op, v in info["ops"].items() for line in harm.text(op, v["harm"])]
     if by_harm:
-        out.append("Findings by harm, per op, most harmful first (crashes, wrong values, inputs "
-                   "modified, missing errors, spurious errors by message, device asserts), each "
-                   "with its diagnosis")
+        out.append("Findings by harm, per op, most harmful first (crashes, wrong values, wrong "
+                   "gradients (--grad), inputs modified, missing errors, spurious errors by "
+                   "message, device asserts), each with its diagnosis")
         out += by_harm + [""]
     across = [d for d in info["diagnosis"] if d.predicate != "none" and len(d.ops) > 1]
     if across:
@@ -179,6 +181,22 @@ def _size(r) -> int:
     return n
 
 
+def _memory_lines(meta: dict) -> list:
+    """The header's memory and oracle lines: what a case's storage checks could see."""
+    m, out = meta.get("memory"), []
+    if m and m["mode"] == "margin":
+        out.append("memory: poisoned margins: each storage sits between 0xA5 margins compared "
+                   "after the call (a write past a storage is found; a read there returns poison)"
+                   + (f"; no guard pages: {m['why_no_guard']}" if m.get("why_no_guard") else ""))
+    elif m and m["mode"] == "guard":
+        out.append("memory: guard pages: each storage ends where inaccessible memory begins")
+    elif m:
+        out.append("memory: plain storages (--guard: guard pages; --margin: poisoned margins)")
+    if meta.get("oracle"):
+        out.append(f"oracle: {meta['oracle']} (every case, unless its line names another)")
+    return out
+
+
 def to_json(results, info: dict, meta: dict) -> dict:
     def case_json(r):
         d = {"id": r.case.id, "op": r.case.op, "variant": r.case.variant,
@@ -200,6 +218,8 @@ def to_json(results, info: dict, meta: dict) -> dict:
             d["ran_by"] = r.ran_by
         if getattr(r, "oracle", None):
             d["oracle"] = r.oracle  # what the verdict rests on, when not the usual
+        if getattr(r, "grad", None):
+            d["grad"] = r.grad  # the backward's own verdict (--grad)
         if getattr(r, "worker", None):
             d["worker"] = r.worker  # [slot, pid]
         if getattr(r, "timing", None):
@@ -222,6 +242,8 @@ def to_json(results, info: dict, meta: dict) -> dict:
         "backend": meta.get("backend"),
         "backend_info": meta.get("backend_info"),
         "guard": meta["guard"],
+        **({"memory": meta["memory"]} if meta.get("memory") else {}),
+        **({"oracle": meta["oracle"]} if meta.get("oracle") else {}),
         "matrix": meta["matrix"],
         "seed": meta["seed"],
         "tolerance": meta.get("tolerance"),
@@ -239,6 +261,7 @@ def to_json(results, info: dict, meta: dict) -> dict:
         "repro_dir": meta.get("repro_dir"),
         "failures": [case_json(r) for r in fails],
         "cases": [[r.case.id, r.verdict.status] for r in results],
+        **({"backward": backward_json(results)} if meta.get("grad") else {}),
     }
 
 
@@ -307,3 +330,47 @@ def _describe(v):
         return [None if t is None else _describe(t) for t in v]
     return {"shape": list(v.shape), "stride": list(v.stride()), "storage_offset": v.storage_offset(),
             "dtype": str(v.dtype).replace("torch.", ""), "contiguous": v.is_contiguous()}
+
+
+# --------------------------------------------------------------------------------------------
+# --grad (grad.py): the backward verdicts
+
+
+def backward_json(results) -> dict:
+    """{"counts": {status: n}, "cases": [[id, status, reason, upstream layout, [backward ops]]]}
+    for every case whose backward was judged (a failing one is also its case's verdict)."""
+    from .grad import shown_ops
+
+    judged = [r for r in results if getattr(r, "grad", None)]
+    counts: dict = {}
+    for r in judged:
+        counts[r.grad["status"]] = counts.get(r.grad["status"], 0) + 1
+    return {"counts": counts,
+            "cases": [[r.case.id, r.grad["status"], r.grad.get("reason") or "",
+                       r.grad.get("upstream"), shown_ops(r.grad.get("ops") or [])] for r in judged]}
+
+
+def backward_text(results, meta: dict) -> list:
+    """The Backward section (--grad): how many backwards were judged and how they went, and
+    the aten ops the backwards ran, per op."""
+    if not meta.get("grad"):
+        return []
+    from .grad import shown_ops
+
+    b = backward_json(results)
+    c = b["counts"]
+    fail = sum(c.get(s, 0) for s in FAILING)
+    out = [f"Backward (--grad: func variant, floating dtypes, forward passed): {sum(c.values())} "
+           f"case(s) judged: {c.get('pass', 0)} pass, {fail} fail"
+           + (f", {c['skip']} not compared (native's own backward raises)" if c.get("skip") else "")]
+    per: dict = {}
+    for r in results:
+        if getattr(r, "grad", None):
+            ops = per.setdefault(r.case.op, {})
+            for q in shown_ops(r.grad.get("ops") or []):
+                ops[q] = ops.get(q, 0) + 1
+    width = max((len(op) for op in per), default=0)
+    for op, ops in per.items():
+        out.append(f"  {op.ljust(width)}  backward ran " + ", ".join(ops) if ops else
+                   f"  {op.ljust(width)}  (no backward op recorded)")
+    return out + [""]

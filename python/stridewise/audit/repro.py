@@ -25,7 +25,7 @@ import torch
 from .gen import DTYPE_NAME, extent, flat_storage, storage_elems
 from .oracle import covered
 from .specs.base import bits
-from .worker import _ASSERT, _STICKY
+from .worker import _ASSERT, _STICKY, classify_error, device_error_types, device_module
 
 # exit status of a repro script whose call left a sticky device error (illegal address, launch
 # failure, device-side assert on a valid case): the device's crash, which a CPU process meets as a
@@ -48,10 +48,15 @@ def storage(values, dtype):
 def place(base, size, stride, offset):
     """The view (size, stride, storage offset) over a copy of ``base`` on DEVICE."""
     n = base.numel()
-    dst = ALLOC.empty(n, base.dtype, DEVICE) if ALLOC is not None else torch.empty(n, dtype=base.dtype, device=DEVICE)
+    if ALLOC is None:
+        dst = torch.empty(n, dtype=base.dtype, device=DEVICE)
+    elif hasattr(ALLOC, "split"):  # poisoned margins, sized as the audit sized them
+        dst = ALLOC.empty(n, base.dtype, DEVICE, reach=math.prod(size))
+    else:
+        dst = ALLOC.empty(n, base.dtype, DEVICE)
     if n:
         dst.copy_(base)
-    return dst.as_strided(size, stride, offset)
+    return dst.as_strided(size, stride, dst.storage_offset() + offset)
 
 
 def snapshot(t):
@@ -66,15 +71,13 @@ def same_bits(a, b):
 
 def sync():
     if DEVICE.type != "cpu":
-        getattr(torch, DEVICE.type).synchronize()
+        device_module(DEVICE).synchronize()
 
 
 def device_error(e):
-    """'device-assert' | 'device-fault' | None, as the audit's worker classifies it."""
-    if DEVICE.type == "cpu":
-        return None
-    msg = f"{type(e).__name__}: {e}"
-    return "device-assert" if _ASSERT.search(msg) else "device-fault" if _STICKY.search(msg) else None
+    """'device-assert' | 'device-fault' | None, as the audit's worker classifies it (its
+    classify_error, inlined below)."""
+    return classify_error(e, DEVICE)
 
 
 def device_crash(e, what):
@@ -83,7 +86,8 @@ def device_crash(e, what):
     os._exit(EXIT_DEVICE_CRASH)
 
 
-''' + "\n\n".join(inspect.getsource(f) for f in (bits, covered))  # the audit's own bits and covered
+''' + "\n\n".join(inspect.getsource(f) for f in (
+    bits, covered, device_module, device_error_types, classify_error))  # the audit's own
 
 _CHECK = r'''
 failures = []
@@ -154,8 +158,20 @@ def _guard_source() -> str:
     return re.sub(r"^from __future__ import annotations\n", "", src, flags=re.M)
 
 
-def script(res, spec, device: str, backend: dict | None, guard: bool, diagnosis: str = "",
+def memory_mode(guard) -> str:
+    """'guard' | 'margin' | 'plain' from a RunConfig-style value (True/False or the mode)."""
+    return guard if isinstance(guard, str) else ("guard" if guard else "plain")
+
+
+_MEMORY_TEXT = {"guard": "guard pages", "margin": "poisoned margins (no guard pages)",
+                "plain": "plain storages"}
+
+
+def script(res, spec, device: str, backend: dict | None, guard, diagnosis: str = "",
            tol_text: str = "", imports=()) -> str:
+    """``guard``: the audit's memory mode (memory_mode)."""
+    memory = memory_mode(guard)
+    guard = memory == "guard"
     case, built, ref, v = res.case, res.built, res.ref, res.verdict
     if getattr(built, "repro_source", None):  # large-shape probes build their own operands
         return built.repro_source(res, device, backend, diagnosis)
@@ -173,7 +189,7 @@ def script(res, spec, device: str, backend: dict | None, guard: bool, diagnosis:
         lines.append(f"diagnosis ({case.op}): {diagnosis}")
     lines += [
         f"device: {device}   backend: {backend['text'] if backend else 'none (native PyTorch)'}   "
-        f"guard pages: {'yes' if guard else 'no'}",
+        f"memory: {_MEMORY_TEXT[memory]}",
         f"written by the audit on {datetime.date.today()} with torch {torch.__version__}",
         "",
         "Run:  python3 <this file> [DEVICE]    exit 1: the failure reproduces; 3 or a signal: it",
@@ -184,9 +200,10 @@ def script(res, spec, device: str, backend: dict | None, guard: bool, diagnosis:
         f"Re-audit: python3 -m stridewise audit --device {device} --case '{case.id}'"
         + (f" --backend '{backend['text']}'" if backend else "")
         + (f" --flush '{backend['flush']['text']}'" if backend and backend.get("flush") else "")
-        + (" --guard" if guard else ""),
+        + (" --guard" if guard else " --margin" if memory == "margin" else ""),
         '"""',
         "import importlib",
+        "import math",
         "import os",
         "import re",
         "import sys",
@@ -219,13 +236,15 @@ def script(res, spec, device: str, backend: dict | None, guard: bool, diagnosis:
         f"GUARD = {bool(guard)}",
         f"BACKEND = {_backend_literal(backend)}",
     ]
-    if guard:
+    if memory != "plain":
         lines += ["", "# ---- guard pages (inlined from stridewise/audit/guard.py) " + "-" * 30,
-                  _guard_source(), "# " + "-" * 88, "ALLOC = allocator(DEVICE)"]
+                  _guard_source(), "# " + "-" * 88,
+                  "ALLOC = allocator(DEVICE)" if guard else "ALLOC = MarginAlloc()"]
     else:
         lines += ["ALLOC = None"]
     lines += [f"_ASSERT = re.compile({_ASSERT.pattern!r}, re.I)",
               f"_STICKY = re.compile({_STICKY.pattern!r}, re.I)",
+              "_ACCEL_ERROR = getattr(torch, 'AcceleratorError', ())",
               f"EXIT_DEVICE_CRASH = {EXIT_DEVICE_CRASH}"]
     lines += [_HELPERS, "# ---- operands: storage contents, sizes, strides, storage offset ----"]
     for name, val in built.tensors.items():
@@ -286,6 +305,10 @@ def script(res, spec, device: str, backend: dict | None, guard: bool, diagnosis:
         "    sys.exit(1)",
         _CHECK,
     ]
+    if getattr(res, "grad_ref", None) is not None:  # a backward finding (--grad): grad.py
+        from .grad_repro import repro_check
+
+        lines[-1] = repro_check(res, spec, _lit, _tensor_expr, guard)
     return "\n".join(lines)
 
 
@@ -331,7 +354,7 @@ def file_name(case_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.=,-]+", "_", case_id.replace("/", "__")) + ".py"
 
 
-def write_all(results, specs: dict, out_dir: str, device: str, backend, guard: bool,
+def write_all(results, specs: dict, out_dir: str, device: str, backend, guard,
               diag_by_op: dict, tol_text: str = "", limit: int = 2000, imports=(), always=()) -> int:
     """Write the scripts of the first ``limit`` of ``results`` (those with operands), and of
     every result in ``always`` besides (the findings' representatives, verify.py), whatever the

@@ -40,6 +40,8 @@ class RunConfig:
     backend: Optional[dict] = None
     imports: tuple = ()
     guard: bool = False
+    # the poisoned-margin check (guard.MarginAlloc): the default on a device without guard pages
+    margin: bool = False
     jobs: int = 1
     timeout: float = 120.0
     threads: int = 1
@@ -63,6 +65,8 @@ class RunConfig:
     # stop handing out cases this many seconds after the start (0: never); the rest are
     # reported as skip/deadline: a partial report instead of none when device time runs out
     deadline: float = 0.0
+    # --grad: each differentiable case also runs backward (grad.py), judged in finish()
+    grad: bool = False
 
 
 @dataclass
@@ -85,6 +89,11 @@ class CaseResult:
     # what the verdict rests on, when not the usual (native CPU oracle vs the device's answer):
     # e.g. the native CPU oracle alone, for a case not run under compute-sanitizer
     oracle: Optional[str] = None
+    # --grad: the backward of a differentiable case whose forward passed: {"status", "reason",
+    # "detail", "upstream" (its layout), "ops" (aten ops the candidate's backward ran),
+    # "native_ops"}; a failing backward is also the case's verdict (reason backward-*)
+    grad: Optional[dict] = None
+    grad_ref: Any = None  # ... and native's backward (grad.GradRef) for a backward finding (repro)
 
 
 from .slots import (  # noqa: F401 (AuditError and _Slot are re-exported)
@@ -112,7 +121,7 @@ class Runner:
         if method == "forkserver":
             self.ctx.set_forkserver_preload(["torch", "stridewise.audit.worker"])
         self.worker_cfg = {"device": cfg.device, "backend": cfg.backend, "imports": list(cfg.imports),
-                           "guard": cfg.guard, "threads": cfg.threads, "sys_path": list(sys.path)}
+                           "guard": cfg.guard, "margin": cfg.margin, "threads": cfg.threads, "sys_path": list(sys.path)}
         self.prep: dict = {}
         self.stale_tries: dict = {}  # case id -> set-ups interrupted by a sticky device error
         self.clock = timing.Recorder(max(1, cfg.jobs))  # the time profile while running
@@ -152,9 +161,16 @@ class Runner:
             v = large.judge(spec, built, ref, ans, self.cfg.tol)
         else:
             v = oracle.judge(spec, built, ref, ans, self.cfg.tol)
+        gres = None
+        if self.cfg.grad and not err and "grad" in ans:
+            v, gres = self._judge_grad(spec, built, ref, ans, v, feats)
         res = CaseResult(case, v, feats, seconds, replay,
                          exc=(f"{ans['exc_type']}: {ans.get('exc_msg', '')[:300]}"
                               if ans.get("exc_type") else None))
+        if gres is not None:
+            res.grad_ref = gres.pop("_ref", None) if v.status in oracle.FAILING else None
+            gres.pop("_ref", None)
+        res.grad = gres
         if v.status in oracle.FAILING and self.cfg.apply_known and built is not None:
             self._match_known(res, built)
         if res.verdict.status in oracle.FAILING or res.known:
@@ -164,6 +180,12 @@ class Runner:
         res.timing = ans.get("timing") or {}
         self.clock.parent["judge"] += timing.now() - t0 - (self.clock.parent["oracle"] - o0)
         return res
+
+    def _judge_grad(self, spec, built, ref, ans: dict, v, feats: dict):
+        """--grad: (the case's verdict, its backward record); grad.judge_case says how."""
+        from . import grad
+
+        return grad.judge_case(spec, built, ref, ans, v, feats, self.cfg.tol, self.clock)
 
     def _attribute(self, res: CaseResult):
         """Who ran the case's call (backend under audit or native ATen, coverage.py): a passing
@@ -188,6 +210,8 @@ class Runner:
     def _match_known(self, res: CaseResult, built):
         """A failing verdict that a known upstream issue explains becomes status known."""
         v = res.verdict
+        if (v.reason or "").startswith("backward"):  # known issues are about forwards
+            return
         k = known.match(res.case.op, self.device_type, built, v.reason, res.exc)
         if k is not None:
             res.known = k.name
@@ -204,6 +228,7 @@ class Runner:
 
     # -- the loop -----------------------------------------------------------------------------
     def run(self, cases) -> list:
+        self.worker_cfg["grad"] = bool(self.cfg.grad)  # the workers run backward too (grad.py)
         self.clock = clock = timing.Recorder(max(1, self.cfg.jobs))
         slots = [_Slot(self, k) for k in range(max(1, self.cfg.jobs))]
         spares = [_Slot(self, f"spare{j}") for j in range(max(0, self.cfg.spares))]

@@ -49,7 +49,11 @@ def _accelerator_initialized() -> bool:
             return True
     except Exception:  # noqa: BLE001
         pass
-    for name in ("xpu", "npu", "mps"):
+    try:  # the PrivateUse1 device under whatever name its plug-in gave it (npu, ...)
+        plug = (torch._C._get_privateuse1_backend_name(),)
+    except Exception:  # noqa: BLE001
+        plug = ()
+    for name in dict.fromkeys(("xpu", "npu", "mps") + plug):
         mod = getattr(torch, name, None)
         init = getattr(mod, "is_initialized", None)
         try:

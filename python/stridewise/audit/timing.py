@@ -32,13 +32,14 @@ from __future__ import annotations
 import statistics
 import time
 
-SLOT_PARTS = ("startup", "restarts", "build", "materialize", "call", "pack", "ipc_queue", "crashed",
-              "replays", "idle")
-CASE_PARTS = ("build", "materialize", "call", "pack")
+SLOT_PARTS = ("startup", "restarts", "build", "materialize", "call", "pack", "grad", "ipc_queue",
+              "crashed", "replays", "idle")
+CASE_PARTS = ("build", "materialize", "call", "pack", "grad")  # grad: the backward (--grad)
 START_PARTS = ("process", "imports", "device", "backend", "guard", "other")
 PARENT_PARTS = ("oracle", "judge", "ipc", "other", "idle")
 LABEL = {"startup": "worker start-ups", "restarts": "worker restarts", "build": "build inputs",
          "materialize": "place on device", "call": "call + sync", "pack": "pack answer",
+         "grad": "backward (--grad)",
          "ipc_queue": "IPC / queueing", "crashed": "crashed attempts", "replays": "replays",
          "idle": "idle (no case)"}
 START_LABEL = {"process": "process + torch import", "imports": "--import", "device": "device init",

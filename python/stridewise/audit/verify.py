@@ -27,7 +27,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 # harm classes (harm.py) that fail a backend: each of their groups is a finding to replay
-REPLAYED = ("crash", "wrong", "input-modified", "missing-error", "spurious-error")
+REPLAYED = ("crash", "wrong", "backward", "input-modified", "missing-error", "spurious-error")
 TIMEOUT = 120.0
 TITLE = "Findings, each replayed alone"
 
@@ -44,7 +44,8 @@ def _key(r, order):
 CANDIDATES = 3  # cases tried per finding, until one holds up
 AFTER_OTHERS = ("not reproduced alone, as the report says: the audit's replay alone did not crash "
                 "either; it crashed after other cases of its worker (memory corrupted by one of "
-                "them?): rerun with --guard, which faults at the first write past a storage")
+                "them?): rerun with --guard, which faults at the first write past a storage "
+                "(on a device without guard pages, --margin finds writes past a storage)")
 
 
 def candidates(results, n: int = CANDIDATES) -> list:

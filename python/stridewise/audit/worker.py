@@ -25,7 +25,7 @@ import warnings
 
 import torch
 
-from . import gen
+from . import gen, grad
 from .oracle import run_call
 
 # A device error after which the context is unusable: the worker reports it and exits.
@@ -40,32 +40,63 @@ _STICKY = re.compile(r"illegal memory access|illegal address|misaligned address|
 _FLUSH = None
 # With a backend: who runs each overload and each op's variant (coverage.py), set by setup().
 COVERAGE = None
+# --grad: after a functional case's forward answered, run its backward too (grad.py); set by
+# worker_main from its cfg.
+GRAD = False
 
 
 def synchronize(device: torch.device):
     if device.type == "cpu":
         return
-    mod = getattr(torch, device.type, None)
+    mod = device_module(device)
     if mod is not None and hasattr(mod, "synchronize"):
         mod.synchronize()
     elif hasattr(torch, "accelerator"):
         torch.accelerator.synchronize()
 
 
-_ACCEL_ERROR = getattr(torch, "AcceleratorError", ())  # torch >= 2.8 raises it for CUDA errors
+_ACCEL_ERROR = getattr(torch, "AcceleratorError", ())  # torch >= 2.8 raises it for device errors
+
+
+def device_module(device: torch.device):
+    """torch.<device> (torch.cuda, a plug-in's registered module, ...), or None."""
+    try:
+        return torch.get_device_module(device.type)
+    except Exception:  # noqa: BLE001 - cpu before torch 2.5, or no module registered
+        return getattr(torch, device.type, None)
+
+
+def device_error_types(device: torch.device) -> tuple:
+    """The exception types that mean a device error on ``device``: torch.AcceleratorError
+    (torch >= 2.8, any accelerator) and the exception classes the device's own module defines
+    (a plug-in's, e.g. an NPU error type), never a message's wording."""
+    types = [_ACCEL_ERROR] if _ACCEL_ERROR else []
+    mod = None if device.type == "cpu" else device_module(device)
+    if mod is not None:
+        name = getattr(mod, "__name__", "")
+        for v in vars(mod).values():
+            if (isinstance(v, type) and issubclass(v, Exception) and name
+                    and (v.__module__ or "").startswith(name)):
+                types.append(v)
+    return tuple(types)
 
 
 def classify_error(e: BaseException, device: torch.device):
-    """'device-assert' | 'device-fault' | None (an ordinary, catchable error).
-    On CPU only a torch.AcceleratorError counts (tests simulate device errors with it): a CPU
+    """'device-assert' | 'device-fault' | None (an ordinary, catchable error), from the
+    exception's type (device_error_types); which of the two from its wording (an assert names
+    itself). On CUDA/HIP the driver's own error strings count too: a torch older than
+    AcceleratorError raises RuntimeError, and a Triton launch into a poisoned context raises
+    "Triton Error [CUDA]: an illegal memory access". Other devices are judged by type alone. On
+    CPU only a torch.AcceleratorError counts (tests simulate device errors with it): a CPU
     kernel's message that merely mentions CUDA is an ordinary error."""
-    if device.type == "cpu" and not isinstance(e, _ACCEL_ERROR):
-        return None
     msg = f"{type(e).__name__}: {e}"
-    if _ASSERT.search(msg):
-        return "device-assert"
-    if _STICKY.search(msg):
-        return "device-fault"
+    if isinstance(e, device_error_types(device)):
+        return "device-assert" if _ASSERT.search(msg) else "device-fault"
+    if device.type in ("cuda", "hip"):
+        if _ASSERT.search(msg):
+            return "device-assert"
+        if _STICKY.search(msg):
+            return "device-fault"
     return None
 
 
@@ -97,6 +128,8 @@ def execute(spec, case, device: torch.device, alloc=None, times=None) -> dict:
         _lap(tm, "call", t)
         return ans
     built = gen.build(spec, case)
+    if hasattr(alloc, "spans"):  # poisoned margins: forget the previous case's storages
+        alloc.spans.clear()
     t = _lap(tm, "build", t)
     try:  # set-up: nothing of this case has run on the device yet
         synchronize(device)
@@ -153,6 +186,14 @@ def execute(spec, case, device: torch.device, alloc=None, times=None) -> dict:
             ans["result"] = gen.pack(res)
         ans["storages"] = {k: _map(v, gen.storage_bytes) if isinstance(v, list)
                            else [gen.storage_bytes(v)] for k, v in dev.items()}
+        if hasattr(alloc, "split"):  # poisoned margins: the storages' own bytes, and margins hit
+            ans["margins"] = {}
+            for k, v in dev.items():
+                items = v if isinstance(v, list) else [v]
+                got = [(None, None) if t is None else alloc.split(t, raw)
+                       for t, raw in zip(items, ans["storages"][k])]
+                ans["storages"][k] = [raw for raw, _ in got]
+                ans["margins"][k] = [hit for _, hit in got]
         synchronize(device)
     except Exception as e:  # noqa: BLE001 - a broken result is the backend's failure
         _lap(tm, "pack", t)
@@ -164,14 +205,20 @@ def execute(spec, case, device: torch.device, alloc=None, times=None) -> dict:
         return {"ok": False, "exc_type": "BadResult", "exc_msg": f"{type(e).__name__}: {e}",
                 "bad_result": True}
     _lap(tm, "pack", t)
+    if GRAD and grad.differentiable(spec, case):  # the backward, once the forward's answer is built
+        t = time.perf_counter()
+        ans["grad"] = grad.run(spec, case, built, dev, device, alloc, synchronize, classify_error)
+        if ans["grad"].get("fatal"):  # the device context is unusable: the worker exits
+            g = ans["grad"]
+            ans.update(fatal=g["fatal"], exc_type=g["exc_type"], exc_msg=g["exc_msg"],
+                       detail=f"in backward: {g['exc_type']}: {g['exc_msg'][:500]}")
+        _lap(tm, "grad", t)
     return ans
 
 
 def device_name(device: torch.device) -> str:
     try:
-        if device.type == "cuda":
-            return torch.cuda.get_device_name(device)
-        mod = getattr(torch, device.type, None)
+        mod = None if device.type == "cpu" else device_module(device)
         if mod is not None and hasattr(mod, "get_device_name"):
             return str(mod.get_device_name(device))
     except Exception:  # noqa: BLE001
@@ -194,8 +241,9 @@ def setup(cfg: dict, times=None):
         importlib.import_module(m)
     t = _lap(tm, "imports", t)
     device = torch.device(cfg["device"])
-    if device.type == "cuda":
-        torch.cuda.set_device(device.index or 0)
+    mod = None if device.type == "cpu" else device_module(device)
+    if mod is not None and hasattr(mod, "set_device"):
+        mod.set_device(device.index or 0)
     if device.type != "cpu":  # the first allocation initialises the context: device init, not a case
         try:
             torch.empty(1, device=device)
@@ -217,6 +265,10 @@ def setup(cfg: dict, times=None):
         from .guard import allocator
 
         alloc = allocator(device)
+    elif cfg.get("margin"):
+        from .guard import MarginAlloc
+
+        alloc = MarginAlloc()
     _lap(tm, "guard", t)
     return device, alloc, info
 
@@ -292,6 +344,8 @@ def worker_main(conn, cfg: dict):
         # the time profile: launch -> here (process start, torch and the auditor's imports)
         times = {"process": max(0.0, time.time() - cfg.get("launched", entered))}
         device, alloc, info = setup(cfg, times)
+        global GRAD
+        GRAD = bool(cfg.get("grad"))
         conn.send({"ready": True, "backend": info, "pid": os.getpid(), "torch": torch.__version__,
                    "device_name": device_name(device), "coverage": COVERAGE,
                    "timing": times})
