@@ -386,8 +386,8 @@ def judge(gr: GradRef, cand: dict, tol) -> Verdict:
     raised = "exc_type" in cand
     err = (f"backward raised where native CPU does not: {cand.get('exc_type')}: "
            f"{cand.get('exc_msg', '')[:300]}{ran}")
-    if raised and (cand.get("exc_type") == "NotImplementedError"
-                   or _UNSUPPORTED.search(cand.get("exc_msg", ""))):
+    if gr.error is None and raised and (cand.get("exc_type") == "NotImplementedError"
+                                       or _UNSUPPORTED.search(cand.get("exc_msg", ""))):
         # the forward's rule (oracle._judge): a kernel the device/backend lacks is unsupported,
         # not wrong (a plug-in device without index_add has no index_select backward)
         return Verdict("unsupported", "backward-unsupported", err.replace(
