@@ -124,13 +124,14 @@ def snapshot(qualnames, device_type: str) -> dict:
     return out
 
 
-def trace(fn) -> list:
+def trace(fn, seen: list | None = None) -> list:
     """Run ``fn()`` and return the qualified names of the overloads (any namespace) it
     dispatched to below autograd (CompositeImplicitAutograd ones decomposed), in order, once
-    each."""
+    each. With ``seen`` given, names are appended to it as they run: it keeps what ran before
+    an exception (grad.py names the ops of a backward that raised)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    seen: list = []
+    seen = [] if seen is None else seen
 
     class _Record(TorchDispatchMode):
         @classmethod

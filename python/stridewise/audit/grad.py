@@ -195,24 +195,11 @@ def _attempt(spec, case, built, dev, names, device, alloc, synchronize, classify
 
 
 def trace(fn, seen: list):
-    """Run ``fn()``, appending to ``seen`` the qualified names of the overloads it dispatches to
-    (as coverage.trace, but ``seen`` keeps what ran before an exception)."""
-    from torch.utils._python_dispatch import TorchDispatchMode
+    """Run ``fn()``, appending to ``seen`` the overloads it dispatches to as they run
+    (coverage.trace)."""
+    from .coverage import trace as _trace
 
-    class _Record(TorchDispatchMode):
-        @classmethod
-        def _should_skip_dynamo(cls):  # torch >= 2.12 would wrap the hook (imports dynamo: 1 s)
-            return False
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            ov = func._overloadname
-            q = func._schema.name + ("" if ov in ("default", "") else f".{ov}")
-            if q not in seen:
-                seen.append(q)
-            return func(*args, **(kwargs or {}))
-
-    with _Record():
-        fn()
+    _trace(fn, seen)
 
 
 # ---------------------------------------------------------------------------------------------
