@@ -14,6 +14,8 @@
 # ahead of the compiler's default -lstdc++, so no archive member is needed. A post-build check
 # (sw_check_runtime, cmake/CheckRuntime.cmake) fails the build and renames the library if
 # runtime internals still ended up in it.
+# sw_use_shared_stdcxx(TARGET [NO_CUDA]): NO_CUDA for a library that never touches CUDA (the
+# runtime check then does not ask for the shared CUDA runtime).
 function(sw_use_shared_stdcxx target)
   execute_process(
     COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libstdc++.so
@@ -42,7 +44,7 @@ function(sw_use_shared_stdcxx target)
                       "runtime libstdc++ was not found; C++ runtime parts may be copied into ${target}")
     endif()
   endif()
-  sw_check_runtime(${target})
+  sw_check_runtime(${target} ${ARGN})
 endfunction()
 
 # sw_check_runtime(TARGET): after every link of TARGET, run cmake/CheckRuntime.cmake on it
@@ -50,7 +52,7 @@ endfunction()
 # renamed to *.rejected and the build fails).
 function(sw_check_runtime target)
   set(_cuda OFF)
-  if(SW_HAVE_CUDA)
+  if(SW_HAVE_CUDA AND NOT "NO_CUDA" IN_LIST ARGN)
     set(_cuda ON)
   endif()
   if(NOT CMAKE_NM OR NOT CMAKE_OBJDUMP)
