@@ -249,7 +249,7 @@ SCATTER_PLANTS = {
     # out= (and the copy of self into it) written as if contiguous
     "out_strides": ({"out.noncontig"}, "strides are ignored", {"outside-view-written", "values"}),
     # self's storage offset ignored when the target offsets are computed
-    "offset_ignored": ({"any.offset", "self.offset", "out.offset"}, "storage offset", None),
+    "offset_ignored": ({"any.offset", "self.offset", "out.offset", "written.offset"}, "storage offset", None),
     # a bad index value silently skipped
     "skip_oob": ({"bad_index"}, "silently ignored", {"missing-error"}),
 }
