@@ -181,13 +181,15 @@ def _audit(args, argv) -> int:
         return 0
     try:
         torch.device(args.device)
+        known_device = True
     except (RuntimeError, ValueError) as e:
+        known_device = False
         if not args.imports:  # a plug-in device needs its module (imported in the workers)
             return _fail(f"--device {args.device!r}: {e} (for a plug-in device, add "
                          f"--import MODULE, e.g. --import torch_npu)")
     from .guard import guard_support
 
-    guardable, why_not = guard_support(args.device) if _is_device(args.device) else (False, "")
+    guardable, why_not = guard_support(args.device) if known_device else (False, "")
     if args.guard and not guardable:
         return _fail(f"--guard refused: {why_not or 'the device is unknown in this process'}. "
                      "Without --guard the audit checks the poisoned margins around each storage "
@@ -332,16 +334,6 @@ def _audit(args, argv) -> int:
         with open(args.json, "w") as fh:
             json.dump(doc, fh, indent=1, default=str)
     return 1 if info["counts"]["failed"] or bad else 0
-
-
-def _is_device(name: str) -> bool:
-    import torch
-
-    try:
-        torch.device(name)
-        return True
-    except (RuntimeError, ValueError):
-        return False
 
 
 def _sanitizer_tool():
