@@ -80,11 +80,14 @@ def test_corrupt_index_line_is_an_error_but_a_torn_last_line_is_not(tmp_path, ex
     index.write_text("\n".join(lines) + "\n")
     rc, out, err = run_compare(exe, tmp_path / "a", tmp_path / "b")
     assert_named_error(rc, err, f"{index}:4", "invalid JSON record")
-    # a capture killed while writing its last record: warning, and everything before it compares
+    # a capture killed while writing its last record: everything before it compares, and the
+    # verdict is INCOMPLETE (exit 3) unless --subset B says B may hold fewer ops
     index.write_text(good + '{"kind":"tensor","op":"aten::mu')
     rc, out, err = run_compare(exe, tmp_path / "a", tmp_path / "b")
-    assert rc == 0, err
-    assert "ignored an incomplete last record" in out
+    assert rc == 3, err
+    assert "INCOMPLETE: B: " in out and "an incomplete last record" in out
+    rc, out, err = run_compare(exe, tmp_path / "a", tmp_path / "b", "--subset", "B")
+    assert rc == 0 and "warning: B: " in out and "an incomplete last record" in out
     lines = good.splitlines()
     del lines[2]
     lines.insert(2, '{"kind":"tensor","op":"aten::gather"}')

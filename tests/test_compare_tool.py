@@ -16,7 +16,7 @@ from stridewise.dump._testing import SyntheticDump, run_compare  # noqa: E402
 
 def report(exe, a, b, *args):
     rc, out, err = run_compare(exe, a, b, "--format", "json", *args)
-    assert rc in (0, 1), f"exit {rc}: {err}"
+    assert rc in (0, 1, 3), f"exit {rc}: {err}"
     return rc, json.loads(out)
 
 
@@ -220,7 +220,9 @@ def test_first_divergent_op_is_the_planted_one(tmp_path, exe, planted, phase):
     assert first["inputs_diverged"] is False and any(f.startswith("out#0") for f in first["failing"])
     assert rep["introduced_by"][0]["seq"] == first["seq"]
     text = run_compare(exe, tmp_path / "a", tmp_path / "b")[1]
-    assert f"first divergent op: step 0 rank 0: op #{first['seq']} {op} call 0 ({phase})" in text
+    assert first["kind"] == "introduced" and first["chain"][0]["op"] == op
+    assert f"first divergent op (step 0 rank 0): {op} call 0 ({phase})" in text
+    assert "this op made the difference" in text.split("STATUS")[0]  # the lead, before the table
 
 
 def test_identical_dumps_pass(tmp_path, exe):
@@ -264,9 +266,15 @@ def test_mismatched_steps_ranks_and_calls_compare_what_matches(tmp_path, exe):
     only_b = [e for e in rep["entries"] if e["status"] == "ONLY_B"]
     assert {(e["op"], e["call"], e["step"]) for e in only_b} == {("aten::mul", 1, 2)}
     assert [(d["step"], d["op"]) for d in rep["first_divergent"]] == [(2, "aten::gather")]
-    # filters; unmatched entries are a divergence only with --strict-unmatched
+    # filters; a step/rank directory on one side only makes it INCOMPLETE (exit 3) unless
+    # --subset names the side allowed to hold less; --strict-unmatched makes it a divergence
     rc, rep = report(exe, tmp_path / "a", tmp_path / "b", "--steps", "1")
-    assert rc == 0 and {e["step"] for e in rep["entries"]} == {1}
+    assert rc == 3 and {e["step"] for e in rep["entries"]} == {1}
+    assert rep["summary"]["verdict"] == "INCOMPLETE" and "step 1 rank 1: only in A" in rep["incomplete"][0]
+    rc, rep = report(exe, tmp_path / "a", tmp_path / "b", "--steps", "1", "--subset", "B")
+    assert rc == 0 and rep["incomplete"] == []
+    rc, _ = report(exe, tmp_path / "a", tmp_path / "b", "--steps", "1", "--subset", "A")
+    assert rc == 3
     rc, _ = report(exe, tmp_path / "a", tmp_path / "b", "--steps", "1", "--strict-unmatched")
     assert rc == 1
     # rank directories given directly are compared whatever their step/rank numbers

@@ -61,6 +61,10 @@ class SyntheticDump:
         d.close()
 
     An array may be given as (array, "BF16") to store raw uint16 bits as bfloat16.
+    in_fields / out_fields: per tensor, extra record fields (``addr``, ``alias``, ...); a record
+    with ``"read": False`` gets no bytes, as stridewise.dump writes an input the op does not
+    read. ``close()`` writes the end record the meta record promises (``end=False``: a run cut
+    short).
     """
 
     def __init__(self, root, step=0, rank=0, shard_bytes=1 << 30):
@@ -69,31 +73,45 @@ class SyntheticDump:
         self.step, self.rank = step, rank
         self.shards = ShardWriter(self.dir, shard_bytes=shard_bytes, fsync="never")
         self.index = IndexWriter(os.path.join(self.dir, "index.jsonl"), fsync="never")
-        self.index.write({"kind": "meta", "v": 1, "step": step, "rank": rank, "synthetic": True})
+        self.index.write({"kind": "meta", "v": 1, "step": step, "rank": rank, "synthetic": True,
+                          "end_record": True})
         self.seq = 0
         self.calls = {}
+        self.n_ops = self.n_tensors = 0
 
-    def op(self, name, inputs=(), outputs=(), phase="forward", overload="default"):
+    def op(self, name, inputs=(), outputs=(), phase="forward", overload="default", in_fields=(),
+           out_fields=()):
         call = self.calls.get((name, phase), 0)
         self.calls[(name, phase)] = call + 1
         base = {"step": self.step, "rank": self.rank, "seq": self.seq, "op": name, "overload": overload,
                 "call": call, "phase": phase}
-        self.index.write({"kind": "op", **base, "args": {}})
-        for io, arrays in (("input", inputs), ("output", outputs)):
+        self.index.write({"kind": "op", **base, "args": {}, "inputs": len(inputs)})
+        self.n_ops += 1
+        for io, arrays, fields in (("input", inputs, in_fields), ("output", outputs, out_fields)):
             for pos, a in enumerate(arrays):
+                extra = dict(fields[pos]) if pos < len(fields) and fields[pos] else {}
+                self.n_tensors += 1
                 code = None
                 if isinstance(a, tuple):
                     a, code = a
                 a = np.ascontiguousarray(a)
                 code = code or _NP_CODES[a.dtype]
-                key = f"{self.seq}.{phase[0]}.{name}.{call}.{io[0]}{pos}"
-                fname, offset, nbytes = self.shards.append(key, code, a.shape, a.reshape(-1).view(np.uint8))
-                self.index.write({"kind": "tensor", "v": 1, **base, "io": io, "pos": pos, "arg": f"{io}{pos}",
-                                  "dtype": _NAMES[code], "shape": list(a.shape), "file": fname, "key": key,
-                                  "offset": offset, "nbytes": nbytes})
+                rec = {"kind": "tensor", "v": 1, **base, "io": io, "pos": pos, "arg": f"{io}{pos}",
+                       "dtype": _NAMES[code], "shape": list(a.shape)}
+                if extra.get("read", True):
+                    key = f"{self.seq}.{phase[0]}.{name}.{call}.{io[0]}{pos}"
+                    fname, offset, nbytes = self.shards.append(key, code, a.shape, a.reshape(-1).view(np.uint8))
+                    rec.update(file=fname, key=key, offset=offset, nbytes=nbytes)
+                else:
+                    rec.update(file=None, key=None)
+                rec.update(extra)
+                self.index.write(rec)
         self.seq += 1
         return call
 
-    def close(self):
+    def close(self, end=True):
+        if end:
+            self.index.write({"kind": "end", "step": self.step, "rank": self.rank, "ops": self.n_ops,
+                              "tensors": self.n_tensors})
         self.shards.close()
         self.index.close()

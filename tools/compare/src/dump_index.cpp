@@ -1,12 +1,18 @@
 #include "dump_index.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <tuple>
 
 #include "errors.h"
 
@@ -48,6 +54,63 @@ T field(const nlohmann::json& j, const char* key, const std::string& where) {
   }
 }
 
+std::string signature(const DumpOp& op, const std::vector<DumpEntry>& entries) {
+  std::string s = op.phase + "|" + op.op + "." + op.overload;
+  for (size_t i = op.first; i < op.first + op.count; ++i) {
+    const DumpEntry& e = entries[i];
+    if (e.io != "input") continue;
+    s += "|" + e.dtype + "[";
+    for (uint64_t d : e.shape) s += std::to_string(d) + ",";
+    s += "]";
+  }
+  return s;
+}
+
+// Groups the entries by op (in op order), checks each op's input count and fills signatures.
+void group_ops(RankDump& rd, std::vector<int64_t>& op_inputs) {
+  std::map<int64_t, size_t> by_seq;
+  for (size_t i = 0; i < rd.ops.size(); ++i) by_seq.emplace(rd.ops[i].seq, i);
+  std::vector<size_t> owner(rd.entries.size());
+  for (size_t i = 0; i < rd.entries.size(); ++i) {
+    const DumpEntry& e = rd.entries[i];
+    auto it = by_seq.find(e.seq);
+    if (it == by_seq.end()) {  // a tensor record without its op record (older dumps)
+      DumpOp op;
+      op.seq = e.seq;
+      op.call = e.call;
+      op.line = e.line;
+      op.op = e.op;
+      op.overload = e.overload;
+      op.phase = e.phase;
+      it = by_seq.emplace(e.seq, rd.ops.size()).first;
+      rd.ops.push_back(std::move(op));
+      op_inputs.push_back(-1);
+    }
+    owner[i] = it->second;
+  }
+  std::vector<size_t> order(rd.entries.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return owner[x] < owner[y]; });
+  std::vector<DumpEntry> sorted;
+  sorted.reserve(order.size());
+  for (size_t i : order) sorted.push_back(std::move(rd.entries[i]));
+  rd.entries.swap(sorted);
+  size_t k = 0;
+  for (size_t o = 0; o < rd.ops.size(); ++o) {
+    DumpOp& op = rd.ops[o];
+    op.first = k;
+    int64_t inputs = 0;
+    while (k < rd.entries.size() && owner[order[k]] == o) inputs += rd.entries[k++].io == "input";
+    op.count = k - op.first;
+    op.signature = signature(op, rd.entries);
+    if (op_inputs[o] >= 0 && op_inputs[o] != inputs)
+      rd.damage.push_back(
+          fmt::format("{}:{}: op record {} call {} lists {} tensor inputs, {} found",
+                      rd.dir + "/index.jsonl", op.line, op.op, op.call, op_inputs[o], inputs));
+  }
+}
+
 RankDump read_rank(const fs::path& dir, int64_t step, int64_t rank) {
   RankDump rd;
   rd.step = step;
@@ -60,7 +123,12 @@ RankDump read_rank(const fs::path& dir, int64_t step, int64_t rank) {
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) throw Error(index.string(), "read error");
   size_t start = 0;
-  int64_t line_no = 0;
+  int64_t line_no = 0, n_ops = 0, n_tensors = 0, end_line = 0;
+  bool end_promised = false;
+  std::optional<nlohmann::json> end_rec;
+  std::set<int64_t> op_seqs;
+  std::vector<int64_t> op_inputs;  // per rd.ops: the op record's "inputs", -1 when absent
+  std::map<std::tuple<int64_t, std::string, int64_t>, int64_t> seen;  // (seq, io, pos) -> line
   while (start < text.size()) {
     size_t end = text.find('\n', start);
     const bool terminated = end != std::string::npos;
@@ -75,15 +143,49 @@ RankDump read_rank(const fs::path& dir, int64_t step, int64_t rank) {
       j = nlohmann::json::parse(line);
     } catch (const nlohmann::json::exception& e) {
       if (!terminated) {
-        rd.warnings.push_back(
-            where + ": ignored an incomplete last record (capture interrupted while writing it)");
+        rd.cut_short.push_back(
+            where + ": an incomplete last record (the capture was interrupted while writing it)");
         break;
       }
       throw Error(where, std::string("invalid JSON record: ") + e.what());
     }
     if (!j.is_object()) throw Error(where, "record is not a JSON object");
+    if (end_rec) {
+      rd.damage.push_back(where + ": a record after the end record (line " +
+                          std::to_string(end_line) + ")");
+      continue;
+    }
     const std::string kind = j.value("kind", std::string("tensor"));
-    if (kind != "tensor") continue;  // "meta" and future record kinds
+    if (kind == "meta") {
+      const auto it = j.find("end_record");
+      end_promised = it != j.end() && it->is_boolean() && it->get<bool>();
+      continue;
+    }
+    if (kind == "end") {
+      end_rec = j;
+      end_line = line_no;
+      continue;
+    }
+    if (kind == "op") {
+      ++n_ops;
+      DumpOp op;
+      op.line = line_no;
+      op.seq = field<int64_t>(j, "seq", where);
+      op.op = field<std::string>(j, "op", where);
+      op.overload = j.value("overload", std::string());
+      op.call = field<int64_t>(j, "call", where);
+      op.phase = field<std::string>(j, "phase", where);
+      const auto it = j.find("inputs");
+      if (!op_seqs.insert(op.seq).second)
+        rd.damage.push_back(where + ": a second op record for seq " + std::to_string(op.seq));
+      else {
+        rd.ops.push_back(std::move(op));
+        op_inputs.push_back(it != j.end() && it->is_number_integer() ? it->get<int64_t>() : -1);
+      }
+      continue;
+    }
+    if (kind != "tensor") continue;  // future record kinds
+    ++n_tensors;
     DumpEntry e;
     e.index_file = index.string();
     e.line = line_no;
@@ -96,15 +198,46 @@ RankDump read_rank(const fs::path& dir, int64_t step, int64_t rank) {
     e.seq = j.contains("seq") ? field<int64_t>(j, "seq", where) : line_no;
     e.arg = j.value("arg", std::string());
     e.dtype = j.value("dtype", std::string());
+    e.alias = j.value("alias", std::string());
     if (j.contains("shape")) e.shape = field<std::vector<uint64_t>>(j, "shape", where);
+    if (j.contains("addr") && !j["addr"].is_null()) {
+      const auto addr = field<std::vector<uint64_t>>(j, "addr", where);
+      if (addr.size() != 2 || addr[1] < addr[0])
+        throw Error(where, "field 'addr' is not [lo, hi] with lo <= hi: " + j["addr"].dump());
+      e.has_addr = true;
+      e.addr_lo = addr[0];
+      e.addr_hi = addr[1];
+    }
+    const auto rd_it = j.find("read");
+    e.not_read = rd_it != j.end() && rd_it->is_boolean() && !rd_it->get<bool>();
     if (j.contains("skipped") && !j["skipped"].is_null()) {
       e.skipped = j["skipped"].is_string() ? j["skipped"].get<std::string>() : j["skipped"].dump();
-    } else {
+    } else if (!e.not_read) {
       const std::string file = field<std::string>(j, "file", where);
       e.file = (fs::path(file).is_absolute() ? fs::path(file) : dir / file).string();
       e.key = field<std::string>(j, "key", where);
     }
+    const auto ins = seen.emplace(std::make_tuple(e.seq, e.io, e.pos), line_no);
+    if (!ins.second) {
+      rd.damage.push_back(fmt::format("{}: a second record for {} call {} {} {} (first at line {})",
+                                      where, e.op, e.call, e.io, e.pos, ins.first->second));
+      continue;
+    }
     rd.entries.push_back(std::move(e));
+  }
+  group_ops(rd, op_inputs);
+  const std::string idx = index.string();
+  if (end_rec) {
+    const int64_t want_ops = end_rec->value("ops", int64_t{-1});
+    const int64_t want_tensors = end_rec->value("tensors", int64_t{-1});
+    if (want_ops != n_ops || want_tensors != n_tensors)
+      rd.damage.push_back(fmt::format(
+          "{}:{}: the end record counts {} op and {} tensor records; the index holds {} and {}",
+          idx, end_line, want_ops, want_tensors, n_ops, n_tensors));
+  } else if (end_promised && rd.cut_short.empty()) {
+    rd.cut_short.push_back(idx +
+                           ": no end record (the run did not close its dump: it stopped early, "
+                           "or the index was cut short)");
   }
   return rd;
 }

@@ -1,6 +1,8 @@
 // sw-compare: compares two stridewise dumps, or two tensor files (safetensors / .npy).
-// Exit status: 0 every compared tensor passes, 1 divergence, 2 usage or I/O error.
+// Exit status: 0 every compared tensor passes and nothing is missing, 1 divergence, 2 usage or
+// I/O error, 3 incomplete (records on one side only, a cut-short or damaged index).
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <fstream>
 #include <iostream>
 
@@ -12,7 +14,8 @@ int main(int argc, char** argv) {
   CLI::App app{
       "sw-compare: compare two stridewise dumps (DIR/step{N}/rank{R}/index.jsonl + safetensors "
       "shards) or two tensor\n"
-      "files (.safetensors or .npy). Exit status: 0 all pass, 1 divergence, 2 usage or I/O error.\n"
+      "files (.safetensors or .npy). Exit status: 0 all pass, 1 divergence, 2 usage or I/O error,\n"
+      "3 incomplete (records on one side only, a cut-short or damaged index; see --subset).\n"
       "Standards: flag > config > built-in (see docs/compare.md); the report header lists what is "
       "in force."};
   std::string a, b, config, format = "table", output, show = "problems", tensor;
@@ -23,6 +26,7 @@ int main(int argc, char** argv) {
   uint64_t chunk_mib = 4;
   size_t max_rows = 200;
   bool strict = false;
+  std::string subset;
   app.add_option("A", a, "reference: dump directory or tensor file")->required();
   app.add_option("B", b, "candidate: dump directory or tensor file")->required();
   app.add_option("--config", config,
@@ -53,7 +57,12 @@ int main(int argc, char** argv) {
   app.add_option("--chunk-mib", chunk_mib, "chunk size per side and thread in MiB (default 4)")
       ->check(CLI::Range(1, 1024));
   app.add_flag("--strict-unmatched", strict,
-               "treat unmatched entries and step/rank directories as divergence");
+               "treat unmatched entries and step/rank directories as divergence (exit 1)");
+  app.add_option("--subset", subset,
+                 "A or B: that side may hold fewer ops (a run stopped early, an op filter on one "
+                 "side); its missing records and missing end record do not make the result "
+                 "INCOMPLETE")
+      ->check(CLI::IsMember({"A", "B", "a", "b"}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -77,6 +86,7 @@ int main(int argc, char** argv) {
     opt.ranks = ranks;
     opt.tensor_glob = tensor;
     opt.strict_unmatched = strict;
+    if (!subset.empty()) opt.subset = static_cast<char>(std::toupper(subset[0]));
     const swc::Result res = swc::compare_paths(a, b, policy, opt);
     swc::ReportOptions ro;
     ro.format = format == "csv"    ? swc::Format::Csv

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "trace.h"
+
 namespace swc {
 namespace {
 
@@ -37,25 +39,66 @@ std::string dtype_pair(const Entry& e) {
   return e.dtype_a + "/" + e.dtype_b;
 }
 
-std::string div_str(const Divergence& d, const Result& r) {
-  std::string s = fmt::format("step {} rank {}: op #{} {} call {} ({})", d.step, d.rank, d.seq,
-                              d.op, d.call, d.phase);
-  std::string tensors;
-  for (size_t i : d.failed) tensors += (tensors.empty() ? "" : ", ") + io(r.entries[i]);
-  return s + " - failing: " + tensors;
+nlohmann::ordered_json ref_json(const OpRef& r) {
+  return {{"seq", r.seq},     {"op", r.op},     {"overload", r.overload}, {"call", r.call},
+          {"phase", r.phase}, {"side", r.side}, {"where", r.where}};
 }
 
-nlohmann::ordered_json div_json(const Divergence& d, const Result& r) {
-  nlohmann::ordered_json j = {{"step", d.step},
-                              {"rank", d.rank},
-                              {"seq", d.seq},
-                              {"op", d.op},
-                              {"call", d.call},
-                              {"phase", d.phase},
-                              {"inputs_diverged", d.inputs_diverged}};
+nlohmann::ordered_json origin_json(const Origin& o, const Result& r) {
+  nlohmann::ordered_json j = {{"step", o.step},
+                              {"rank", o.rank},
+                              {"seq", o.op.seq},
+                              {"op", o.op.op},
+                              {"overload", o.op.overload},
+                              {"call", o.op.call},
+                              {"phase", o.op.phase},
+                              {"where", o.op.where},
+                              {"kind", o.kind},
+                              {"inputs_diverged", o.kind != "introduced"},
+                              {"detail", o.detail}};
+  j["writer"] = o.writer ? ref_json(*o.writer) : nlohmann::ordered_json(nullptr);
   j["failing"] = nlohmann::ordered_json::array();
-  for (size_t i : d.failed) j["failing"].push_back(io(r.entries[i]));
+  for (size_t i : o.failed) j["failing"].push_back(io(r.entries[i]));
+  j["chain"] = nlohmann::ordered_json::array();
+  for (const OpRef& c : o.chain) j["chain"].push_back(ref_json(c));
+  j["chain_total"] = o.chain_total;
   return j;
+}
+
+// The lead of the table report: where the first difference starts, and what it reached.
+void write_origins(std::ostream& out, const Result& r) {
+  for (const Origin& o : r.first_divergent) {
+    std::string failing;
+    for (size_t i : o.failed) failing += (failing.empty() ? "" : ", ") + io(r.entries[i]);
+    out << fmt::format("first divergent op (step {} rank {}): {} [{}] - {}\n", o.step, o.rank,
+                       op_label(o.op), o.op.where, failing);
+    out << "  " << o.detail << "\n";
+    if (o.writer) out << fmt::format("  writer: {} [{}]\n", op_label(*o.writer), o.writer->where);
+    std::string chain;
+    for (const OpRef& c : o.chain)
+      chain += (chain.empty() ? "" : " -> ") +
+               fmt::format("{}[{}]{}", c.op, c.call, c.phase == "backward" ? " bwd" : "");
+    if (o.chain_total > o.chain.size())
+      chain += fmt::format(" -> ... ({} more)", o.chain_total - o.chain.size());
+    out << fmt::format("  reached {} ops: {}\n", o.chain_total, chain);
+  }
+  size_t others = r.origins.size() - r.first_divergent.size();
+  if (others) {
+    out << fmt::format("other origins ({}):\n", others);
+    size_t shown = 0;
+    for (const Origin& o : r.origins) {
+      bool first = false;
+      for (const Origin& f : r.first_divergent)
+        first |= f.step == o.step && f.rank == o.rank && f.op.seq == o.op.seq;
+      if (first) continue;
+      if (shown++ == 10) {
+        out << "  ... (all of them in --format json, \"origins\")\n";
+        break;
+      }
+      out << fmt::format("  step {} rank {}: {} [{}]: {}\n", o.step, o.rank, op_label(o.op), o.kind,
+                         o.detail);
+    }
+  }
 }
 
 std::string csv_field(const std::string& s) {
@@ -171,6 +214,9 @@ void write_table(std::ostream& out, const Result& r, const Policy& policy, const
   for (const auto& l : policy.header_lines()) out << "  " << l << "\n";
   for (const auto& w : r.warnings) out << "warning: " << w << "\n";
   for (const auto& u : r.unmatched_groups) out << "unmatched: " << u << "\n";
+  out << "\n";
+  for (const auto& m : r.incomplete) out << "INCOMPLETE: " << m << "\n";
+  write_origins(out, r);
   out << fmt::format(
       "\n{:<8} {:<34} {:<16} {:<9} {:<14} {:<20} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8} "
       "{:>8} {:>7} {:>10}\n",
@@ -178,7 +224,8 @@ void write_table(std::ostream& out, const Result& r, const Policy& policy, const
       "MEAN_REL", "RMSE", "MAX_ULP", ">1e-3", ">5e-3", "NAN/INF", "WRONG");
   size_t shown = 0, hidden = 0;
   for (const Entry& e : r.entries) {
-    const bool quiet = e.status == Status::Pass || e.status == Status::Ignored;
+    const bool quiet =
+        e.status == Status::Pass || e.status == Status::Ignored || e.status == Status::NotRead;
     if (quiet && !opt.show_all) continue;
     if (opt.max_rows && shown >= opt.max_rows) {
       ++hidden;
@@ -208,33 +255,27 @@ void write_table(std::ostream& out, const Result& r, const Policy& policy, const
     if (!e.reason.empty() && e.status != Status::Pass) out << "         " << e.reason << "\n";
   }
   if (hidden) out << fmt::format("... {} more rows not shown (--max-rows 0 shows all)\n", hidden);
+  out << "\nsummary: ";
+  if (!r.incomplete.empty())
+    out << fmt::format("INCOMPLETE ({} reasons: {}); ", r.incomplete.size(), r.incomplete.front());
   out << fmt::format(
-      "\nsummary: {} pairs: {} pass, {} fail, {} error, {} skipped, {} ignored; {} only in A, {} "
-      "only in B",
+      "{} pairs: {} pass, {} fail, {} error, {} skipped, {} ignored, {} not read; {} only in A, "
+      "{} only in B",
       r.entries.size() - r.n_only_a - r.n_only_b, r.n_pass, r.n_fail, r.n_error, r.n_skipped,
-      r.n_ignored, r.n_only_a, r.n_only_b);
+      r.n_ignored, r.n_not_read, r.n_only_a, r.n_only_b);
   if (!r.unmatched_groups.empty())
     out << fmt::format("; {} step/rank dirs unmatched", r.unmatched_groups.size());
   out << "\n";
-  for (const auto& d : r.first_divergent)
-    out << "first divergent op: " << div_str(d, r)
-        << (d.inputs_diverged ? " (its inputs already differ)"
-                              : " (its inputs match: this op introduced it)")
-        << "\n";
-  for (const auto& d : r.introduced_by)
-    if (!r.first_divergent.empty() && d.seq != r.first_divergent.front().seq)
-      out << "first op whose inputs match but outputs differ: " << div_str(d, r) << "\n";
+  for (const auto& o : r.first_divergent)
+    out << fmt::format("first divergent op: step {} rank {}: {} ({})\n", o.step, o.rank,
+                       op_label(o.op), o.kind);
   const double mb = static_cast<double>(r.engine.bytes_a + r.engine.bytes_b) / 1e6;
   out << fmt::format(
       "read {:.1f} MB in {:.3f} s ({:.2f} GB/s) with {} threads; peak RSS {:.1f} MiB\n", mb,
       r.engine.seconds, r.engine.seconds > 0 ? mb / 1e3 / r.engine.seconds : 0.0, r.engine.threads,
       static_cast<double>(peak_rss) / (1 << 20));
   const int code = r.exit_code();
-  out << "result: "
-      << (code == 0   ? "PASS"
-          : code == 1 ? "DIVERGED"
-                      : "ERROR")
-      << " (exit " << code << ")\n";
+  out << "result: " << r.verdict() << " (exit " << code << ")\n";
 }
 
 void write_json(std::ostream& out, const Result& r, const Policy& policy, const ReportOptions& opt,
@@ -309,14 +350,19 @@ void write_json(std::ostream& out, const Result& r, const Policy& policy, const 
     j["entries"].push_back(std::move(o));
   }
   j["first_divergent"] = nlohmann::ordered_json::array();
-  for (const auto& d : r.first_divergent) j["first_divergent"].push_back(div_json(d, r));
+  for (const auto& d : r.first_divergent) j["first_divergent"].push_back(origin_json(d, r));
   j["introduced_by"] = nlohmann::ordered_json::array();
-  for (const auto& d : r.introduced_by) j["introduced_by"].push_back(div_json(d, r));
-  j["summary"] = {{"pass", r.n_pass},          {"fail", r.n_fail},
-                  {"error", r.n_error},        {"skipped", r.n_skipped},
-                  {"ignored", r.n_ignored},    {"only_a", r.n_only_a},
-                  {"only_b", r.n_only_b},      {"unmatched_groups", r.unmatched_groups.size()},
-                  {"exit_code", r.exit_code()}};
+  for (const auto& d : r.introduced_by) j["introduced_by"].push_back(origin_json(d, r));
+  j["origins"] = nlohmann::ordered_json::array();
+  for (const auto& d : r.origins) j["origins"].push_back(origin_json(d, r));
+  j["incomplete"] = r.incomplete;
+  j["summary"] = {{"pass", r.n_pass},           {"fail", r.n_fail},
+                  {"error", r.n_error},         {"skipped", r.n_skipped},
+                  {"ignored", r.n_ignored},     {"only_a", r.n_only_a},
+                  {"only_b", r.n_only_b},       {"unmatched_groups", r.unmatched_groups.size()},
+                  {"not_read", r.n_not_read},   {"only_a_ops", r.only_a_ops},
+                  {"only_b_ops", r.only_b_ops}, {"incomplete", r.incomplete.size()},
+                  {"verdict", r.verdict()},     {"exit_code", r.exit_code()}};
   j["engine"] = {{"bytes_a", r.engine.bytes_a},
                  {"bytes_b", r.engine.bytes_b},
                  {"seconds", r.engine.seconds},
