@@ -13,7 +13,7 @@ import traceback
 USAGE = """\
 python3 -m stridewise dump --dir DIR [options] -- script.py [args...]
 python3 -m stridewise dump --dir DIR [options] -- -m module [args...]
-python3 -m stridewise.dump compare A B [sw-compare options]   (exit 0 pass, 1 divergence, 2 error)"""
+python3 -m stridewise.dump compare A B [sw-compare options]   (exit 0 pass, 1 divergence, 2 error, 3 incomplete)"""
 
 
 def _parser():

@@ -50,7 +50,8 @@ def find_compare_binary() -> str:
 
 
 class CompareResult:
-    """returncode: 0 all pass, 1 divergence.  report: the parsed JSON report."""
+    """returncode: 0 all pass, 1 divergence, 3 incomplete (records on one side only, a cut-short
+    or damaged index).  report: the parsed JSON report."""
 
     def __init__(self, returncode, report, stdout, stderr, args):
         self.returncode, self.report, self.stdout, self.stderr, self.args = returncode, report, stdout, stderr, args
@@ -60,12 +61,24 @@ class CompareResult:
         return self.returncode == 0
 
     @property
+    def verdict(self) -> str:
+        """PASS, DIVERGED or INCOMPLETE."""
+        return self.report.get("summary", {}).get("verdict", "")
+
+    @property
+    def incomplete(self):
+        """Why the comparison cannot vouch for every op ([] when complete)."""
+        return self.report.get("incomplete", [])
+
+    @property
     def entries(self):
         return self.report.get("entries", [])
 
     @property
     def first_divergent(self):
-        """The first divergent op of the first (step, rank) that has one, or None."""
+        """Where the first difference of the first (step, rank) that has one starts, or None:
+        op, call, phase, kind (introduced, one_sided, outside, uninitialized, unexplained,
+        unknown), detail, writer, chain."""
         fd = self.report.get("first_divergent") or []
         return fd[0] if fd else None
 
@@ -79,7 +92,7 @@ class CompareResult:
 
 def compare(a, b, *extra_args, config=None, op_standards=None, dtype_standards=None, rtol=None, atol=None,
             max_wrong_fraction=None, steps=None, ranks=None, tensor=None, threads=None, strict_unmatched=False,
-            binary=None, timeout=None) -> CompareResult:
+            subset=None, binary=None, timeout=None) -> CompareResult:
     """Compares two dumps or two tensor files with sw-compare; returns a CompareResult.
 
     op_standards / dtype_standards: dicts {pattern_or_dtype: standard_name}.  Raises CompareError
@@ -103,9 +116,11 @@ def compare(a, b, *extra_args, config=None, op_standards=None, dtype_standards=N
         args += ["--ranks", ",".join(str(r) for r in ranks)]
     if strict_unmatched:
         args.append("--strict-unmatched")
+    if subset:
+        args += ["--subset", str(subset)]
     args += [str(x) for x in extra_args]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
-    if proc.returncode not in (0, 1):
+    if proc.returncode not in (0, 1, 3):
         raise CompareError(f"sw-compare exited with status {proc.returncode}: {proc.stderr.strip()}")
     try:
         report = json.loads(proc.stdout)

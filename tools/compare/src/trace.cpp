@@ -113,6 +113,7 @@ std::vector<Origin> trace_origins(const std::vector<TracedOp>& ops,
   std::vector<int> root(ops.size(), -1);  // index into `out` of the origin an op descends from
   std::vector<char> out_bad(ops.size(), 0);
   std::vector<Origin> out;
+  std::map<std::string, int> causes;  // cause of a differing input -> the origin it made
   for (size_t i = 0; i < ops.size(); ++i) {
     const TracedOp& op = ops[i];
     if (!op.a || !op.b) continue;  // one-sided ops are counted by completeness, not here
@@ -188,6 +189,22 @@ std::vector<Origin> trace_origins(const std::vector<TracedOp>& ops,
         c.detail = fmt::format(
             "{} differs; the dump records no memory addresses, so where it came from is unknown",
             arg);
+      }
+      // A later reader of the same one-sided write, or of the same memory from outside, shows
+      // the same difference: it descends from the first op that read it.
+      const DumpEntry* d = t.b ? t.b : t.a;
+      const std::string cause =
+          c.kind == "one_sided"  ? fmt::format("w{}{}", c.writer->side, c.writer->seq)
+          : c.kind == "unknown"  ? std::string()
+          : c.writer             ? fmt::format("w{}", c.writer->seq)
+                                 : fmt::format("m{}", d->has_addr ? d->addr_lo : 0);
+      if (!cause.empty()) {
+        const auto known = causes.find(cause);
+        if (known != causes.end()) {
+          if (root[i] < 0) root[i] = known->second;
+          continue;
+        }
+        causes.emplace(cause, static_cast<int>(out.size()));
       }
       if (o.kind.empty()) {
         o.kind = c.kind;
