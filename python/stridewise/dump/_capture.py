@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 
+from ._reads import unread_arguments, written_arguments
 from ._writer import IndexWriter, ShardWriter
 
 FORMAT_VERSION = 1
@@ -78,16 +79,57 @@ def _matches(patterns, names):
 
 
 def _named_tensors(items, torch):
-    """[(name, tensor)] for tensors in (name, value) pairs, looking one level into lists."""
+    """[(name, tensor, i)] for tensors in (name, value) pairs, looking one level into lists; i is
+    the index of the pair (so the schema argument or return of a list element is known)."""
     out = []
-    for name, v in items:
+    for i, (name, v) in enumerate(items):
         if isinstance(v, torch.Tensor):
-            out.append((name, v))
+            out.append((name, v, i))
         elif isinstance(v, (list, tuple)):
             for j, x in enumerate(v):
                 if isinstance(x, torch.Tensor):
-                    out.append((f"{name}[{j}]", x))
+                    out.append((f"{name}[{j}]", x, i))
     return out
+
+
+def _is_control_op(schema_name):
+    """stridewise's own control ops (stridewise::_enable, _disable, _enabled, _stats, ...), seen
+    when stridewise.use() runs inside the dump: not model ops, so neither recorded nor counted in
+    seq (a routed run then has the same op sequence as a native one)."""
+    return schema_name.startswith("stridewise::_")
+
+
+_ALIASES = {}
+
+
+def _aliases(func):
+    """(unread argument names, written argument names, per-return alias kind) of an OpOverload,
+    cached. Return kinds: "new" (no alias annotation: a fresh tensor), "written" (aliases an
+    argument the op writes, ``Tensor(a!)``), "view" (aliases without writing, ``Tensor(a)``)."""
+    got = _ALIASES.get(func)
+    if got is None:
+        rets = []
+        for r in func._schema.returns:
+            info = r.alias_info
+            rets.append("new" if info is None else "written" if info.is_write else "view")
+        got = (unread_arguments(func), written_arguments(func), tuple(rets))
+        _ALIASES[func] = got
+    return got
+
+
+def _addr(t, has_data):
+    """([lo, hi], storage base or None): the half-open absolute byte range the view spans, lo =
+    data_ptr, hi = lo + (1 + sum((size_i - 1) * stride_i)) * element_size, hi = lo when numel is
+    0. A tensor without data (meta, fake, sparse) spans nothing: [0, 0] and no storage, so a
+    reader matching byte ranges links it to nothing."""
+    if not has_data:
+        return [0, 0], None
+    lo = int(t.data_ptr())
+    storage = int(t.untyped_storage().data_ptr())
+    if t.numel() == 0:
+        return [lo, lo], storage or None
+    span = 1 + sum((int(n) - 1) * int(s) for n, s in zip(t.shape, t.stride()))
+    return [lo, lo + span * t.element_size()], storage or None
 
 
 def _short_repr(v, limit=120):
@@ -96,6 +138,20 @@ def _short_repr(v, limit=120):
     except Exception:  # noqa: BLE001
         s = f"<{type(v).__name__}>"
     return s if len(s) <= limit else s[:limit - 3] + "..."
+
+
+def _no_data_reason(t, torch):
+    """Why tensor t has no data to store or address (meta, fake, non-strided), else None."""
+    try:
+        from torch._subclasses.fake_tensor import is_fake
+    except ImportError:  # pragma: no cover - older torch
+        def is_fake(_):
+            return False
+    if t.device.type == "meta" or is_fake(t):
+        return "meta or fake tensor: no data"
+    if t.layout != torch.strided:
+        return f"layout {t.layout} is not stored"
+    return None
 
 
 class dump:  # noqa: N801 - used like a function: `with stridewise.dump(dir):`
@@ -131,13 +187,14 @@ class dump:  # noqa: N801 - used like a function: `with stridewise.dump(dir):`
         self.inputs, self.outputs = bool(inputs), bool(outputs)
         self.shard_bytes, self.fsync, self.overwrite = int(shard_bytes), fsync, overwrite
         self.header_reserve = int(header_reserve)
-        self.stats = {"ops": 0, "tensors": 0, "bytes": 0, "skipped": 0}
+        self.stats = {"ops": 0, "tensors": 0, "bytes": 0, "skipped": 0, "unread": 0}
         self.rank_dir = None
         self._lock = threading.RLock()
         self._mode = None
         self._shards = self._index = None
         self._seq = 0
         self._calls = {}
+        self._written = {"ops": 0, "tensors": 0}  # records in the open step directory
         self._writer_opts = {}
         self._has_graph_task_id = None
 
@@ -156,15 +213,21 @@ class dump:  # noqa: N801 - used like a function: `with stridewise.dump(dir):`
         self._index = IndexWriter(os.path.join(self.rank_dir, "index.jsonl"), self.fsync)
         self._seq = 0
         self._calls = {}
+        self._written = {"ops": 0, "tensors": 0}
         import torch
         self._index.write({
             "kind": "meta", "v": FORMAT_VERSION, "step": self.step, "rank": self.rank,
             "rank_source": self.rank_source, "torch": torch.__version__, "python": sys.version.split()[0],
             "host": socket.gethostname(), "pid": os.getpid(), "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "ops": self.patterns, "exclude": self.exclude, "fsync": self.fsync,
+            "end_record": True,  # promise: a directory closed cleanly ends with an "end" record
         })
 
     def _close_step(self):
+        """Writes the "end" record (counts of what this step directory holds; a reader that finds
+        meta's end_record promise and no end record knows the run was cut short), then closes."""
+        if self._index is not None:
+            self._index.write({"kind": "end", "step": self.step, "rank": self.rank, **self._written})
         for w in (self._index, self._shards):
             if w is not None:
                 w.close()
@@ -217,6 +280,8 @@ class dump:  # noqa: N801 - used like a function: `with stridewise.dump(dir):`
         import torch
 
         schema, overload, names = _op_names(func)
+        if _is_control_op(schema):
+            return func(*args, **kwargs)
         wanted = (self.patterns is None or _matches(self.patterns, names)) and not (
             self.exclude and _matches(self.exclude, names))
         if not wanted:
@@ -224,6 +289,7 @@ class dump:  # noqa: N801 - used like a function: `with stridewise.dump(dir):`
                 self._seq += 1
             return func(*args, **kwargs)
         phase = self._phase(torch)
+        unread, written, ret_kinds = _aliases(func)
         with self._lock:
             seq = self._seq
             self._seq += 1
@@ -235,14 +301,18 @@ class dump:  # noqa: N801 - used like a function: `with stridewise.dump(dir):`
             sargs = func._schema.arguments
             named = [(sargs[i].name if i < len(sargs) else f"arg{i}", a) for i, a in enumerate(args)]
             named += list(kwargs.items())
-            self._index.write({"kind": "op", **base,
+            tensors_in = _named_tensors(named, torch) if self.inputs else []
+            # The op record and its input records are written under one lock hold: "inputs"
+            # counts the tensor records that follow it directly.
+            self._write_index({"kind": "op", **base, "inputs": len(tensors_in),
                                "args": {n: _short_repr(v) for n, v in named if not isinstance(v, torch.Tensor)
                                         and not (isinstance(v, (list, tuple)) and any(
-                                            isinstance(x, torch.Tensor) for x in v))}})
+                                            isinstance(x, torch.Tensor) for x in v))}}, "ops")
             self.stats["ops"] += 1
-            if self.inputs:  # snapshot inputs before the op can change them in place
-                for pos, (name, t) in enumerate(_named_tensors(named, torch)):
-                    self._record(base, "input", pos, name, t, torch)
+            for pos, (name, t, i) in enumerate(tensors_in):  # snapshot before an in-place op runs
+                arg = named[i][0]
+                self._record(base, "input", pos, name, t, torch, alias="written" if arg in written else None,
+                             read=arg not in unread)
         out = func(*args, **kwargs)
         if self.outputs:
             rets = func._schema.returns
@@ -250,11 +320,18 @@ class dump:  # noqa: N801 - used like a function: `with stridewise.dump(dir):`
             named_out = [((rets[i].name if i < len(rets) and rets[i].name else f"out{i}"), v)
                          for i, v in enumerate(items)]
             with self._lock:
-                for pos, (name, t) in enumerate(_named_tensors(named_out, torch)):
-                    self._record(base, "output", pos, name, t, torch)
+                for pos, (name, t, i) in enumerate(_named_tensors(named_out, torch)):
+                    self._record(base, "output", pos, name, t, torch,
+                                 alias=ret_kinds[i] if i < len(ret_kinds) else "new")
         return out
 
-    def _record(self, base, io, pos, name, t, torch):
+    def _write_index(self, rec, counter):
+        self._index.write(rec)
+        self._written[counter] += 1
+
+    def _record(self, base, io, pos, name, t, torch, alias=None, read=True):
+        """Writes one tensor record. read=False: the op does not read this input's values
+        (_reads.unread_arguments); the record says so and no bytes are stored."""
         rec = {"kind": "tensor", "v": FORMAT_VERSION, **base, "io": io, "pos": pos, "arg": name,
                "dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape)}
         try:
@@ -265,26 +342,28 @@ class dump:  # noqa: N801 - used like a function: `with stridewise.dump(dir):`
         rec["device"] = str(t.device)
         rec["requires_grad"] = bool(t.requires_grad)
         try:
-            self._store(rec, t, torch)
-        except Exception as e:  # noqa: BLE001 - never break the model run because of the dump
-            rec.update(file=None, key=None, skipped=f"capture failed: {type(e).__name__}: {e}")
-        if rec.get("skipped"):
-            self.stats["skipped"] += 1
-        self._index.write(rec)
+            rec["addr"], storage = _addr(t, _no_data_reason(t, torch) is None)
+        except Exception:  # noqa: BLE001 - a subclass without data_ptr: no address, never an error
+            rec["addr"], storage = [0, 0], None
+        if storage is not None:
+            rec["storage"] = storage
+        if alias is not None:
+            rec["alias"] = alias
+        if not read:
+            rec.update(read=False, file=None, key=None)
+            self.stats["unread"] += 1
+        else:
+            try:
+                self._store(rec, t, torch)
+            except Exception as e:  # noqa: BLE001 - never break the model run because of the dump
+                rec.update(file=None, key=None, skipped=f"capture failed: {type(e).__name__}: {e}")
+            if rec.get("skipped"):
+                self.stats["skipped"] += 1
+        self._write_index(rec, "tensors")
 
     def _store(self, rec, t, torch):
-        try:
-            from torch._subclasses.fake_tensor import is_fake
-        except ImportError:  # pragma: no cover - older torch
-            def is_fake(_):
-                return False
-
-        reason = None
-        if t.device.type == "meta" or is_fake(t):
-            reason = "meta or fake tensor: no data"
-        elif t.layout != torch.strided:
-            reason = f"layout {t.layout} is not stored"
-        elif t.is_quantized:
+        reason = _no_data_reason(t, torch)
+        if reason is None and t.is_quantized:
             reason = "quantized tensor is not stored"
         if reason is None:
             data = t.detach()

@@ -21,7 +21,8 @@ def rank_dirs(root):
 
 
 def read_index(rank_dir, kinds=("tensor",), validate=False):
-    """Records of DIR/index.jsonl (kinds: "tensor", "op", "meta"; None for all).
+    """Records of DIR/index.jsonl (kinds: "tensor", "op", "meta", "end"; None for all; a record of
+    any other kind is read like these, so a newer writer's kinds can be asked for by name).
 
     validate: check every record (of any kind) against the shipped JSON Schema
     (stridewise/schemas/dump_index_record.schema.json, the fields sw-compare requires); a record
@@ -53,7 +54,8 @@ def read_index(rank_dir, kinds=("tensor",), validate=False):
 
 
 def load_tensor(rank_dir, rec):
-    """The recorded tensor (a CPU torch.Tensor with the stored dtype and shape)."""
+    """The recorded tensor (a CPU torch.Tensor with the stored dtype and shape). ValueError for a
+    record without data: skipped, or an input the op does not read ("read": false)."""
     import torch
 
     from .. import schemas
@@ -61,6 +63,10 @@ def load_tensor(rank_dir, rec):
     schemas.validate(rec, schemas.DUMP_INDEX_RECORD, f"record given to load_tensor({os.fspath(rank_dir)!r})")
     if rec.get("kind", "tensor") != "tensor":
         raise ValueError(f"not a tensor record (kind {rec['kind']!r}): {rec}")
+    if rec.get("read") is False:
+        raise ValueError(f"no data for {rec.get('op')} call {rec.get('call')} {rec.get('io')} {rec.get('arg')!r}: "
+                         "the op does not read this input's values (\"read\": false), so the dump "
+                         "stores none (docs/compare.md, 'Inputs an op does not read')")
     if rec.get("skipped"):
         raise ValueError(f"tensor was not stored: {rec['skipped']}")
     from safetensors import safe_open
