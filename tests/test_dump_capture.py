@@ -191,6 +191,8 @@ def test_killed_process_loses_nothing_already_recorded(tmp_path, exe_or_none=Non
     rd = tmp_path / "d" / "step0" / "rank0"
     recs = read_index(rd)
     assert len(recs) == 25 * 3
+    assert read_index(rd, kinds=("meta",))[0]["end_record"] is True  # promised, never written:
+    assert read_index(rd, kinds=("end",)) == []                     # a reader knows it was cut short
     shards = sorted(rd.glob("shard_*.safetensors"))
     assert len(shards) > 3  # bounded shards were rolled over while running
     for r in recs:
@@ -314,6 +316,11 @@ def test_index_records_match_the_shipped_schema_and_bad_ones_are_named(tmp_path)
         (lambda r: r.update(pos=-1), "$.pos", "-1 is less than the minimum of 0"),
         (lambda r: (r.pop("kind"), r.update(call=None)), "$.call", "None is not of type 'integer'"),
     ]
+    faults += [
+        (lambda r: r.update(read=False, file=None), "$.key", "is not of type 'null'"),  # unread, yet a key
+        (lambda r: r.update(alias="wrote"), "$.alias", "'wrote' is not one of ['written', 'new', 'view']"),
+        (lambda r: r.update(addr=[1]), "$.addr", "is too short"),
+    ]
     for fault, path, words in faults:
         bad = dict(recs[at])
         fault(bad)
@@ -336,6 +343,12 @@ def test_index_records_match_the_shipped_schema_and_bad_ones_are_named(tmp_path)
     assert torch.equal(load_tensor(rd, recs[at]), x)
     with pytest.raises(ValueError, match="not a tensor record"):
         load_tensor(rd, recs[1])
+    # the end record: counts are non-negative integers
+    assert recs[-1] == {"kind": "end", "step": 0, "rank": 0, "ops": 2, "tensors": 6}
+    (Path(rd) / "index.jsonl").write_text("\n".join(lines[:-1] + ['{"kind": "end", "step": 0, "rank": 0, '
+                                                                  '"ops": -1, "tensors": 6}']) + "\n")
+    with pytest.raises(schemas.SchemaError, match=r"index.jsonl:\d+: \$.ops: -1 is less than the minimum of 0"):
+        read_index(rd)
     # a record of a future kind is allowed (readers skip it), as sw-compare does
     (Path(rd) / "index.jsonl").write_text("\n".join(lines + ['{"kind": "note", "text": 1}']) + "\n")
     assert len(read_index(rd, kinds=None)) == len(recs) + 1
@@ -354,6 +367,91 @@ def test_synthetic_dumps_match_the_schema(tmp_path):
     s.close()
     recs = read_index(tmp_path / "step1" / "rank2", kinds=None)
     assert [r["kind"] for r in recs].count("tensor") == 4
+
+
+def _span(t):
+    """Bytes a strided view spans, by the documented formula (0 for an empty tensor)."""
+    if t.numel() == 0:
+        return 0
+    return (1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))) * t.element_size()
+
+
+def test_addr_storage_and_alias(tmp_path, seed):
+    """Provenance fields: addr [lo, hi) = data_ptr and the bytes the view spans; storage = the
+    storage's base; alias: an in-place op's self input and its output are "written" (same addr), a
+    view op's output is "view", a functional op's output "new"; a plain input has no alias."""
+    g = torch.Generator().manual_seed(seed)
+    base = torch.randn(4, 6, generator=g)
+    y = torch.randn(4, 6, generator=g)
+    cases = {"transposed": base.t(), "expanded": base[:1].expand(5, 6), "sliced": base[:, 1::2],
+             "empty": torch.empty(0, 3), "offset": base.reshape(-1)[7:19].view(3, 4)}
+    with swdump.dump(tmp_path) as d:
+        for t in cases.values():
+            torch.ops.aten.alias(t)
+        x = base.clone()
+        x.add_(y)
+        torch.add(x, y)
+        torch.ops.aten.t(x)
+        x.view(24)
+        torch.ops.aten.alias(torch.empty(2, 3, device="meta"))
+    recs = read_index(d.rank_dir)
+    alias_in = [r for r in recs if r["op"] == "aten::alias" and r["io"] == "input"]
+    for (name, t), r in zip(cases.items(), alias_in):
+        lo = t.data_ptr()
+        assert r["addr"] == [lo, lo + _span(t)], name
+        assert "alias" not in r, name  # alias(Tensor(a) self): a view, not written
+        if t.numel():
+            assert r["storage"] == t.untyped_storage().data_ptr(), name
+    assert [r["addr"][1] - r["addr"][0] for r in alias_in[:5]] == [96, 24, 92, 0, 48]
+    assert alias_in[2]["addr"][0] == base.data_ptr() + 4 and alias_in[2]["storage"] == base.data_ptr()
+    meta = alias_in[-1]
+    assert meta["device"] == "meta" and meta["addr"] == [0, 0] and "storage" not in meta
+    assert all(r["alias"] == "view" for r in recs if r["op"] == "aten::alias" and r["io"] == "output")
+
+    def one(op, io, arg=None):
+        (r,) = [r for r in recs if r["op"] == op and r["io"] == io and (arg is None or r["arg"] == arg)]
+        return r
+    add_self, add_other, add_out = one("aten::add_", "input", "self"), one("aten::add_", "input", "other"), \
+        one("aten::add_", "output")
+    assert add_self["alias"] == add_out["alias"] == "written" and "alias" not in add_other
+    assert add_self["addr"] == add_out["addr"] == [x.data_ptr(), x.data_ptr() + 96]
+    assert add_self.get("read", True) is True and add_self["file"]  # add_ reads self
+    assert one("aten::add", "output")["alias"] == "new" and "alias" not in one("aten::add", "input", "self")
+    t_out, v_out = one("aten::t", "output"), one("aten::view", "output")
+    assert t_out["alias"] == v_out["alias"] == "view"
+    assert t_out["addr"] == v_out["addr"] == add_out["addr"] and t_out["storage"] == x.data_ptr()
+
+
+def test_end_record_and_op_input_counts(tmp_path):
+    """Each step directory closed cleanly ends with {"kind": "end", "ops", "tensors"} counting its
+    op and tensor records (meta promises it: end_record true); an op record's "inputs" counts the
+    tensor input records that directly follow it."""
+    x = torch.randn(3, 4)
+    with swdump.dump(tmp_path, step=1) as d:
+        torch.cat([x, x])
+        x.sum()
+        d.next_step()
+        torch.gather(x, 1, torch.zeros(3, 1, dtype=torch.long))
+        d.set_step(5)
+    for step in (1, 2, 5):
+        rd = tmp_path / f"step{step}" / "rank0"
+        recs = read_index(rd, kinds=None)
+        assert recs[0]["kind"] == "meta" and recs[0]["end_record"] is True
+        assert [r["kind"] for r in recs].count("end") == 1 and recs[-1]["kind"] == "end", step
+        ops = [r for r in recs if r["kind"] == "op"]
+        assert recs[-1] == {"kind": "end", "step": step, "rank": 0, "ops": len(ops),
+                            "tensors": sum(r["kind"] == "tensor" for r in recs)}
+        for k, r in enumerate(recs):
+            if r["kind"] == "op":
+                follow = recs[k + 1:k + 1 + r["inputs"] + 1]
+                assert [f["io"] for f in follow[:-1]] == ["input"] * r["inputs"], (step, r)
+                assert all(f["seq"] == r["seq"] for f in follow[:-1])
+                assert follow[-1].get("io") != "input" or follow[-1]["seq"] != r["seq"]
+    assert [r["inputs"] for r in read_index(tmp_path / "step1" / "rank0", kinds=("op",))] == [2, 1]
+    assert read_index(tmp_path / "step5" / "rank0", kinds=None)[-1]["ops"] == 0
+    with swdump.dump(tmp_path / "n", inputs=False) as d:
+        x.neg()
+    assert [r["inputs"] for r in read_index(d.rank_dir, kinds=("op",))] == [0]
 
 
 def test_package_imports_without_torch():
