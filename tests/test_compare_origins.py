@@ -71,7 +71,7 @@ def model(root, rng_values, *, perturb=None, extra_fill=False, garbage=None, rea
     y = (x @ wt + b).astype(np.float32)
     if planted == "addmm":
         y = y.copy()
-        y.flat[y.size // 2] += 1
+        y.flat[y.size // 2] = abs(y.flat[y.size // 2]) + 10  # positive: relu passes it on
     A1 = 2 << 20
     d.op("aten::addmm", [b, x, wt], [y],
          in_fields=[{"addr": [3 << 20, (3 << 20) + b.nbytes]}, {"addr": [6 << 20, (6 << 20) + x.nbytes]},
@@ -140,7 +140,8 @@ def test_planted_op_is_named_and_later_ops_descend_from_it(tmp_path, exe, rng):
     rc, rep = report(exe, tmp_path / "a", tmp_path / "b")
     first = rep["first_divergent"][0]
     assert rc == 1 and (first["op"], first["kind"]) == ("aten::addmm", "introduced")
-    assert [c["op"] for c in first["chain"]] == ["aten::addmm", "aten::relu", "aten::gather"]
+    chain = [c["op"] for c in first["chain"]]  # gather joins when its index picks the element
+    assert chain[:2] == ["aten::addmm", "aten::relu"] and set(chain) <= {"aten::addmm", "aten::relu", "aten::gather"}
     assert [o["op"] for o in rep["origins"]] == ["aten::addmm"]
 
 

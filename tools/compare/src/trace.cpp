@@ -11,6 +11,13 @@ bool bad(const Entry& e) {
   return e.status == Status::Fail || e.status == Status::Error;
 }
 
+// Whether the two runs' bytes differ at all. A producer judged by a tolerance can pass while a
+// bitwise reader of the same bytes (a view, a copy) fails: the reader's difference still came
+// from it.
+bool differs(const Entry& e) {
+  return bad(e) || (e.metrics && e.metrics->bit_mismatch > 0);
+}
+
 // The last writer of every byte range seen so far in one run: lo -> (hi, op index).
 class WriteMap {
  public:
@@ -125,13 +132,23 @@ std::vector<Origin> trace_origins(const std::vector<TracedOp>& ops,
       (e.io == "input" ? failed_in : failed_out).push_back(t.entry);
       in_bad |= e.io == "input";
     }
-    out_bad[i] = !failed_out.empty();
-    if (!in_bad && !out_bad[i]) continue;
+    for (const TracedTensor& t : op.tensors) {
+      const Entry& e = entries[t.entry];
+      out_bad[i] |= e.io == "output" && differs(e);
+    }
+    // Bytes that differ within tolerance still carry a difference: such an op descends from
+    // the origin of what it read, and passes it on.
+    for (size_t k = 0; k < op.tensors.size() && root[i] < 0; ++k) {
+      const Entry& e = entries[op.tensors[k].entry];
+      const int w = std::max(pa[i][k], pb[i][k]);
+      if (e.io == "input" && differs(e) && w >= 0) root[i] = root[w];
+    }
+    if (!in_bad && failed_out.empty()) continue;
     Origin o;
     o.step = step;
     o.rank = rank;
     o.op = op_ref(op);
-    if (!in_bad) {
+    if (!in_bad) {  // its inputs pass their standards; an output fails its own
       o.kind = "introduced";
       o.failed = failed_out;
       o.detail =
@@ -172,7 +189,8 @@ std::vector<Origin> trace_origins(const std::vector<TracedOp>& ops,
         c.kind = "unexplained";
         c.writer = op_ref(ops[w]);
         c.detail = fmt::format(
-            "{} differs, but its last recorded writer, {}, produced equal bytes: something the "
+            "{} differs, but its last recorded writer, {}, produced the same bytes in both runs: "
+            "something the "
             "dump did not see wrote it (an op filtered out, a write outside the dispatcher)",
             arg, op_label(*c.writer));
       } else if (wa == -1 && wb == -1) {
@@ -193,11 +211,11 @@ std::vector<Origin> trace_origins(const std::vector<TracedOp>& ops,
       // A later reader of the same one-sided write, or of the same memory from outside, shows
       // the same difference: it descends from the first op that read it.
       const DumpEntry* d = t.b ? t.b : t.a;
-      const std::string cause =
-          c.kind == "one_sided"  ? fmt::format("w{}{}", c.writer->side, c.writer->seq)
-          : c.kind == "unknown"  ? std::string()
-          : c.writer             ? fmt::format("w{}", c.writer->seq)
-                                 : fmt::format("m{}", d->has_addr ? d->addr_lo : 0);
+      const std::string cause = c.kind == "one_sided"
+                                    ? fmt::format("w{}{}", c.writer->side, c.writer->seq)
+                                : c.kind == "unknown" ? std::string()
+                                : c.writer            ? fmt::format("w{}", c.writer->seq)
+                                           : fmt::format("m{}", d->has_addr ? d->addr_lo : 0);
       if (!cause.empty()) {
         const auto known = causes.find(cause);
         if (known != causes.end()) {
