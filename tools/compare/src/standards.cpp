@@ -64,8 +64,10 @@ const char* const kBitwiseOps[] = {
 // Overloads of the ops above that accumulate, and so follow the dtype standard.
 const char* const kReduceOverloads[] = {"scatter.reduce", "scatter.value_reduce", "scatter_.reduce",
                                         "scatter_.value_reduce"};
-// Ops whose outputs are uninitialized memory.
-const char* const kIgnoreOps[] = {"empty*", "new_empty*"};
+// Outputs that are uninitialized memory: empty, and resize_ (its new elements; the old ones are
+// whatever the not-read self held).
+const char* const kIgnoreOps[] = {"empty*", "new_empty*", "resize_", "resize_as_",
+                                  "_resize_output_"};
 
 std::string fmt_num(double v) {
   return fmt::format("{:g}", v);
