@@ -18,6 +18,8 @@
 #           install it into a venv, run the C++ consumer; tests against the installed package:
 #           PYTEST_INSTALLED_ARGS; the gather benchmark and its plot on the installed package)
 #           auditdev (the swdev test device: built, its tests, audited with --grad)
+#           dumpe2e (dump + sw-compare on CUDA: the dump/compare tests' CUDA cases and
+#           bench/bench_dump_compare.py's BERT figures; BENCH_DUMP_ARGS)
 #           wheels auditfg auditfgall pytestaudit (check that the carried FlagGems imports; audit
 #           flag_gems, its variants only / every case with --run-native: FG_BACKEND, FG_JOBS,
 #           FG_ARGS, FG_LIMIT; the audit's test files' CUDA cases)
@@ -70,10 +72,11 @@ declare -A runs  # benchmark runs so far in this invocation, per benchmark
 
 note() { echo "$*" | tee -a "$SUMMARY"; }
 # The phases that run Python: each first checks the package's declared dependencies.
-PY_PHASES=" auditdev bench benchscatter bench2 benchscatter2 benchindex benchadv demo diag pytest sanitize racecheck audit altbuild triage hostbench benchvar benchscattervar ncu ncuscatter pytestaudit auditfg auditfgall "
+PY_PHASES=" dumpe2e auditdev bench benchscatter bench2 benchscatter2 benchindex benchadv demo diag pytest sanitize racecheck audit altbuild triage hostbench benchvar benchscattervar ncu ncuscatter pytestaudit auditfg auditfgall "
 pack() {  # logs + summary to $OUT after every phase: a call cut off still returns them
   cp -f "$SUMMARY" "$OUT"/ 2>/dev/null
   cp -f "$LOG"/ncu_gather.md "$LOG"/audit_fg.txt "$LOG"/audit_fg.json "$LOG"/audit_fg_all.txt \
+    "$LOG"/bench_dump_compare*.json \
     "$OUT"/ 2>/dev/null
   # repro folders stay out (thousands of scripts); auditfg packs its findings' own
   tar -czf "$OUT/logs.tar.gz" --exclude='logs/repro*' -C "$ROOT/build-gpu" logs 2>/dev/null
@@ -377,6 +380,22 @@ PYEOF
   return $rc
 }
 
+phase_dumpe2e() {  # issue 25: dump + sw-compare on CUDA: the dump/compare tests' CUDA cases (a
+  # transformers BERT native vs routed, a perturbed weight, planted kernel bugs), then the BERT
+  # throughput figures (bench/bench_dump_compare.py: dump MB/s, compare GB/s). sw-compare is
+  # built on its own (tools/compare), so this phase follows buildlib as well as build.
+  local rc=0 args=(-S tools/compare -B build-gpu/compare -G Ninja -DSW_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=Release)
+  [ -x /usr/bin/g++ ] && args+=(-DCMAKE_CXX_COMPILER=/usr/bin/g++)
+  cmake "${args[@]}" && cmake --build build-gpu/compare --target sw-compare || return 1
+  export STRIDEWISE_COMPARE=$ROOT/build-gpu/compare/sw-compare
+  "$PY" -m pytest -q -rfEs -p no:cacheprovider --timeout=600 --durations=10 -n 4 -k cuda \
+    tests/test_compare_e2e_bert.py tests/test_dump_e2e.py tests/test_dump_reads.py tests/test_dump_capture.py || rc=1
+  "$PY" bench/bench_dump_compare.py ${BENCH_DUMP_ARGS:-} --json "$LOG/bench_dump_compare.json" || rc=1
+  "$PY" bench/bench_dump_compare.py --hidden 1024 --layers 8 --batch 8 --seq 256 \
+    --json "$LOG/bench_dump_compare_large.json" || rc=1
+  return $rc
+}
+
 phase_pytestaudit() {  # the audit's own test files, CUDA cases only (the CPU ones run in CI)
   "$PY" -m pytest -q -rfEs -p no:cacheprovider --timeout=600 --durations=10 -n 4 -k cuda \
     tests/test_audit.py tests/test_audit_triage.py tests/test_audit_coverage.py \
@@ -441,7 +460,7 @@ phase_benchinstalled() {  # the gather benchmark on the installed package; write
 
 # The phases run under `timeout` in a child bash, which sees them (and their settings) exported.
 export ROOT PY LOG CUDA_TESTS PYTEST_ARGS=${PYTEST_ARGS:-}
-export -f phase_auditdev san_passes san_last_line phase_bench phase_install phase_pytestinstalled phase_benchinstalled phase_wheels phase_auditfg phase_auditfgall phase_pytestaudit phase_toolchain phase_build phase_buildlib phase_altbuild phase_sanitize phase_racecheck phase_audit phase_ncuscatter phase_pytest \
+export -f phase_dumpe2e phase_auditdev san_passes san_last_line phase_bench phase_install phase_pytestinstalled phase_benchinstalled phase_wheels phase_auditfg phase_auditfgall phase_pytestaudit phase_toolchain phase_build phase_buildlib phase_altbuild phase_sanitize phase_racecheck phase_audit phase_ncuscatter phase_pytest \
   phase_hostbench phase_benchvar phase_benchscattervar phase_benchindex phase_benchadv phase_ncu
 
 note "date: $(date -u +%FT%TZ)"
@@ -498,6 +517,7 @@ for phase in $PHASES; do
     auditfgall) run_phase auditfgall "${FG_LIMIT:-1500}" bash -c phase_auditfgall ;;
     pytestaudit) run_phase pytestaudit 600 bash -c phase_pytestaudit ;;
     auditdev) run_phase auditdev 600 bash -c phase_auditdev ;;
+    dumpe2e) run_phase dumpe2e 900 bash -c phase_dumpe2e ;;
     altbuild)
       rm -f python/stridewise/_lib/libstridewise_torch.so
       run_phase altbuild 600 bash -c phase_altbuild ;;
