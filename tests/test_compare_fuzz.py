@@ -27,7 +27,7 @@ leaves a valid safetensors file whose data section starts elsewhere: see
 
 Seeds: the data and the corruptions come from the per-test seed (conftest: STRIDEWISE_SEED
 reproduces a run); a failure lists the seed and each failing case. SW_FUZZ_FINDINGS=DIR copies
-the corrupted B of every failing case there (for a sanitizer build, say). ``check_run`` is the
+A and the corrupted B of every failing case there (for a sanitizer build, say). ``check_run`` is the
 checker; ``test_checker_catches_planted_faults`` runs it on fake binaries that crash, exit 2
 without a message, print broken JSON, ... to prove each check can fail.
 """
@@ -547,12 +547,14 @@ CLASSES = {
 CASES_PER_CLASS = 28  # 11 classes x 28 = 308 corruptions
 
 
-def _save_finding(kind, i, case, root, verdict):
+def _save_finding(kind, i, case, a, root, verdict):
+    """With SW_FUZZ_FINDINGS=DIR: DIR/seed{base}-{kind}-{i}/ gets a/, the corrupted b/ and case.txt."""
     out = os.environ.get("SW_FUZZ_FINDINGS")
     if not out:
         return
     dst = Path(out) / f"seed{BASE_SEED}-{kind}-{i}"
     shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(a, dst / "a")
     shutil.copytree(root, dst / "b", symlinks=True)
     (dst / "case.txt").write_text(f"{case}\nrc={verdict.rc}\n" + "\n".join(verdict.problems) + "\n")
 
@@ -572,7 +574,7 @@ def test_corruption_never_crashes(kind, pair, tmp_path, seed, exe):
         if verdict.problems:
             failures.append(f"case {i}: {case.desc} (expect {sorted(case.expect) if case.expect else 'any'}): "
                             + "; ".join(verdict.problems))
-            _save_finding(kind, i, case, root, verdict)
+            _save_finding(kind, i, case, a, root, verdict)
         else:
             shutil.rmtree(root)
     print(f"{kind} (seed {seed}): exit statuses {dict(sorted(rcs.items(), key=str))}, slowest run {slowest:.3f} s")
