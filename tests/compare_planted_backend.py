@@ -193,9 +193,15 @@ def _overloads(op: str):
     names = [only or "default"] if only else packet.overloads()
     out = []
     for o in names:
-        ov = getattr(packet, o)
         qual = f"{ns}::{base}" + ("" if o == "default" else f".{o}")
-        if torch._C._dispatch_has_kernel_for_dispatch_key(qual, "CompositeImplicitAutograd"):
+        try:
+            ov = getattr(packet, o)
+            implicit = torch._C._dispatch_has_kernel_for_dispatch_key(qual, "CompositeImplicitAutograd")
+        except (AttributeError, RuntimeError):
+            if only:
+                raise
+            continue  # a TorchScript-only overload (aten::mul.left_t): not in the dispatcher
+        if implicit:
             continue  # decomposes above the dispatch modes: never seen as itself
         out.append((qual, ov))
     if not out:

@@ -126,7 +126,8 @@ def device(request):
 CASES = [("aten::index_select", "forward", 0), ("aten::index_select", "forward", 1),
          ("aten::gather", "forward", 0), ("aten::gather", "forward", 1),  # call 1: int64, +1
          ("aten::embedding", "forward", 0), ("aten::embedding_dense_backward", "backward", 0),
-         ("aten::scatter_add", "backward", 0), ("aten::index_add", "backward", 1)]
+         ("aten::scatter_add", "backward", 0), ("aten::index_add", "backward", 1),
+         ("aten::mul", "forward", 1), ("aten::mul", "backward", 0)]  # mul runs in both phases
 
 
 @pytest.mark.parametrize("key", ["BackendSelect", "backend"])
