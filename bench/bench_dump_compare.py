@@ -36,6 +36,39 @@ def sync(device):
         torch.cuda.synchronize()
 
 
+def baselines(torch, device, base, nbytes):
+    """What the dump's bytes cost without the dump, in the same run: one device-to-host copy
+    into pageable memory (as the dump copies), one write of that buffer into the dump's
+    directory (page cache) and one with fsync (what fsync="shard" waits for), and one read of
+    the file back (what sw-compare reads; page cache warm)."""
+    from stridewise.dump._writer import pwrite_all
+    x = torch.empty(nbytes, dtype=torch.uint8, device=device).fill_(7)
+    sync(device)
+    t0 = time.perf_counter()
+    host = x.to("cpu")
+    sync(device)
+    d2h = time.perf_counter() - t0
+    buf = host.numpy()
+    out = {"d2h_mb_per_s": nbytes / 1e6 / d2h if device != "cpu" else None}  # no copy on the CPU
+    path = base / "probe.bin"
+    for key, do_sync in (("write_mb_per_s", False), ("write_fsync_mb_per_s", True)):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        t0 = time.perf_counter()
+        pwrite_all(fd, buf, 0)
+        if do_sync:
+            os.fsync(fd)
+        out[key] = nbytes / 1e6 / (time.perf_counter() - t0)
+        os.close(fd)
+    t0 = time.perf_counter()
+    with open(path, "rb", buffering=0) as f:
+        chunk = bytearray(4 << 20)
+        while f.readinto(chunk):
+            pass
+    out["read_mb_per_s"] = nbytes / 1e6 / (time.perf_counter() - t0)
+    os.unlink(path)
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default=None)
@@ -47,6 +80,7 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="hidden 64, 2 layers, batch 2, seq 12, 1 repeat")
     ap.add_argument("--dir", default=None, help="where the dumps go (default: a temporary directory)")
     ap.add_argument("--json", default=None, help="also write the result here")
+    ap.add_argument("--probe-mib", type=int, default=1024, help="size of the copy baselines (MiB)")
     args = ap.parse_args(argv)
     if args.quick:
         args.hidden, args.layers, args.batch, args.seq, args.repeat = 64, 2, 2, 12, 1
@@ -77,9 +111,9 @@ def main(argv=None):
         (out.pow(2).mean() + torch.gather(out, 2, gidx).sum()).backward()
         sync(device)
 
-    def timed(root=None, routed=False):
+    def timed(root=None, routed=False, fsync="shard"):
         with contextlib.ExitStack() as st:
-            d = st.enter_context(swdump.dump(root, overwrite=True)) if root else None
+            d = st.enter_context(swdump.dump(root, overwrite=True, fsync=fsync)) if root else None
             if routed:
                 st.enter_context(stridewise.use())
             t0 = time.perf_counter()
@@ -90,13 +124,17 @@ def main(argv=None):
     step()  # warm-up: allocator, cuBLAS handles, kernels
     tmp = contextlib.ExitStack()
     base = Path(args.dir) if args.dir else Path(tmp.enter_context(tempfile.TemporaryDirectory()))
-    plain, dumped, routed = [], [], []
+    plain, dumped, routed, nosync = [], [], [], []
     stats = None
     for _ in range(args.repeat):
         plain.append(timed()[0])
+        nosync.append(timed(base / "nosync", fsync="never")[0])
         dt, stats = timed(base / "native")
         dumped.append(dt)
         routed.append(timed(base / "routed", routed=True)[0])
+    import shutil
+    shutil.rmtree(base / "nosync", ignore_errors=True)
+    copies = baselines(torch, device, base, args.probe_mib << 20)
     exe = find_compare_binary()
     t0 = time.perf_counter()
     proc = subprocess.run([exe, str(base / "native"), str(base / "routed"), "--format", "json"],
@@ -114,6 +152,7 @@ def main(argv=None):
         "ops": stats["ops"], "tensors": stats["tensors"], "dump_mb": stats["bytes"] / 1e6,
         "step_s": med(plain), "dumped_step_s": med(dumped), "routed_dumped_step_s": med(routed),
         "dump_mb_per_s": stats["bytes"] / 1e6 / med(dumped), "dump_overhead_x": med(dumped) / med(plain),
+        "dump_mb_per_s_fsync_never": stats["bytes"] / 1e6 / med(nosync), **copies,
         "compare_gb": nbytes / 1e9, "compare_engine_s": eng["seconds"], "compare_wall_s": cwall,
         "compare_gb_per_s_engine": nbytes / 1e9 / eng["seconds"] if eng["seconds"] else None,
         "compare_gb_per_s_wall": nbytes / 1e9 / cwall, "compare_threads": eng["threads"],
@@ -122,11 +161,14 @@ def main(argv=None):
     }
     tmp.close()
     print(json.dumps(res, indent=1))
-    print(f"\n| device | model | dump MB | dump MB/s | dump overhead | compare GB (both sides) | compare GB/s "
-          f"(engine / wall, {res['compare_threads']} threads) | verdict |\n|---|---|---|---|---|---|---|---|")
-    print(f"| {res['device']} | {res['model']} | {res['dump_mb']:.0f} | {res['dump_mb_per_s']:.0f} | "
-          f"{res['dump_overhead_x']:.1f}x | {res['compare_gb']:.2f} | "
-          f"{res['compare_gb_per_s_engine'] or 0:.2f} / {res['compare_gb_per_s_wall']:.2f} | {res['verdict']} |")
+    print(f"\n| device | model | dump MB | dump MB/s (fsync never) | copies: D2H / write / write+fsync MB/s | "
+          f"dump overhead | compare GB (both sides) | compare GB/s (engine / wall, {res['compare_threads']} threads)"
+          f" | read MB/s | verdict |\n|---|---|---|---|---|---|---|---|---|---|")
+    print(f"| {res['device']} | {res['model']} | {res['dump_mb']:.0f} | {res['dump_mb_per_s']:.0f} "
+          f"({res['dump_mb_per_s_fsync_never']:.0f}) | {res['d2h_mb_per_s'] or 0:.0f} / {res['write_mb_per_s']:.0f} / "
+          f"{res['write_fsync_mb_per_s']:.0f} | {res['dump_overhead_x']:.1f}x | {res['compare_gb']:.2f} | "
+          f"{res['compare_gb_per_s_engine'] or 0:.2f} / {res['compare_gb_per_s_wall']:.2f} | "
+          f"{res['read_mb_per_s']:.0f} | {res['verdict']} |")
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=1) + "\n")
     if proc.returncode != 0:

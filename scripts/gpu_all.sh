@@ -391,7 +391,7 @@ phase_dumpe2e() {  # issue 25: dump + sw-compare on CUDA: the dump/compare tests
   "$PY" -m pytest -q -rfEs -p no:cacheprovider --timeout=600 --durations=10 -n 4 -k cuda \
     tests/test_compare_e2e_bert.py tests/test_dump_e2e.py tests/test_dump_reads.py tests/test_dump_capture.py || rc=1
   "$PY" bench/bench_dump_compare.py ${BENCH_DUMP_ARGS:-} --json "$LOG/bench_dump_compare.json" || rc=1
-  "$PY" bench/bench_dump_compare.py --hidden 1024 --layers 8 --batch 8 --seq 256 \
+  "$PY" bench/bench_dump_compare.py --hidden 1024 --layers 8 --batch 8 --seq 256 --repeat 1 \
     --json "$LOG/bench_dump_compare_large.json" || rc=1
   return $rc
 }
