@@ -62,6 +62,16 @@ const TensorRef* find_tensor(const DumpEntry& d,
     e.status = Status::Error;
     e.reason = fmt::format("{}: tensor '{}' (listed at {}:{}) is missing from the shard header",
                            d.file, d.key, d.index_file, d.line);
+  } else if ((d.offset >= 0 && static_cast<uint64_t>(d.offset) != t->offset) ||
+             (d.nbytes >= 0 && static_cast<uint64_t>(d.nbytes) != t->nbytes)) {
+    // Both were written together; a header that moved (a corrupt length field) would otherwise
+    // read other bytes as this tensor.
+    e.status = Status::Error;
+    e.reason = printable(fmt::format(
+        "{}: tensor '{}': {}:{} places it at bytes [{}, +{}), the shard header at [{}, +{}): "
+        "corrupt shard header or index",
+        d.file, d.key, d.index_file, d.line, d.offset, d.nbytes, t->offset, t->nbytes));
+    return nullptr;
   }
   return t;
 }

@@ -138,6 +138,15 @@ RankDump read_rank(const fs::path& dir, int64_t step, int64_t rank) {
     ++line_no;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = index.string() + ":" + std::to_string(line_no);
+    if (const size_t at = find_control_byte(line); at != std::string::npos) {
+      if (!terminated) {  // a crash can leave the unwritten tail of the file zero-filled
+        rd.cut_short.push_back(where + ": an incomplete last record (zero bytes after a crash)");
+        break;
+      }
+      throw Error(where, fmt::format("record holds the control byte 0x{:02x} at column {}: corrupt "
+                                     "index (a newline or bytes overwritten)",
+                                     static_cast<unsigned char>(line[at]), at + 1));
+    }
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(line);
@@ -199,6 +208,10 @@ RankDump read_rank(const fs::path& dir, int64_t step, int64_t rank) {
     e.arg = j.value("arg", std::string());
     e.dtype = j.value("dtype", std::string());
     e.alias = j.value("alias", std::string());
+    if (j.contains("offset") && j["offset"].is_number_unsigned())
+      e.offset = j["offset"].get<uint64_t>();
+    if (j.contains("nbytes") && j["nbytes"].is_number_unsigned())
+      e.nbytes = j["nbytes"].get<uint64_t>();
     if (j.contains("shape")) e.shape = field<std::vector<uint64_t>>(j, "shape", where);
     if (j.contains("addr") && !j["addr"].is_null()) {
       const auto addr = field<std::vector<uint64_t>>(j, "addr", where);

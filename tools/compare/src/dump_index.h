@@ -18,9 +18,10 @@ struct DumpEntry {
   std::string arg;       // argument name when known
   std::string dtype;     // torch dtype name as recorded
   std::vector<uint64_t> shape;
-  std::string file;       // absolute path of the shard; empty when the tensor was not stored
-  std::string key;        // tensor key in the shard
-  std::string skipped;    // reason the tensor data was not stored (empty when stored)
+  std::string file;     // absolute path of the shard; empty when the tensor was not stored
+  std::string key;      // tensor key in the shard
+  std::string skipped;  // reason the tensor data was not stored (empty when stored)
+  int64_t offset = -1, nbytes = -1;  // where the index says the data is (-1: not recorded)
   bool not_read = false;  // "read": false: the op overwrites this input without reading it
   bool has_addr = false;  // "addr" present: [addr_lo, addr_hi) bytes the view spans
   uint64_t addr_lo = 0, addr_hi = 0;

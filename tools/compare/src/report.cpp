@@ -368,7 +368,8 @@ void write_json(std::ostream& out, const Result& r, const Policy& policy, const 
                  {"seconds", r.engine.seconds},
                  {"threads", r.engine.threads},
                  {"peak_rss_bytes", peak_rss}};
-  out << j.dump(1) << "\n";
+  // replace: a tensor name or message from a corrupt file may hold bytes that are not UTF-8
+  out << j.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
 }
 
 }  // namespace

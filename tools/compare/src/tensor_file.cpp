@@ -1,6 +1,7 @@
 #include "tensor_file.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -131,6 +132,11 @@ SafetensorsFile parse_safetensors(const std::string& path, const FileReader& rea
                           " bytes): file truncated or not a safetensors file");
   std::string text(hlen, '\0');
   reader.read_at(8, text.data(), hlen);
+  // JSON allows no control bytes; a parser may stop at a NUL and accept what came before.
+  if (const size_t at = find_control_byte(text); at != std::string::npos)
+    throw Error(path, fmt::format("safetensors header holds the control byte 0x{:02x} at byte {} "
+                                  "of the header: corrupt header",
+                                  static_cast<unsigned char>(text[at]), 8 + at));
   nlohmann::json h;
   try {
     h = nlohmann::json::parse(text);
