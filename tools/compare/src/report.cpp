@@ -356,13 +356,21 @@ void write_json(std::ostream& out, const Result& r, const Policy& policy, const 
   j["origins"] = nlohmann::ordered_json::array();
   for (const auto& d : r.origins) j["origins"].push_back(origin_json(d, r));
   j["incomplete"] = r.incomplete;
-  j["summary"] = {{"pass", r.n_pass},           {"fail", r.n_fail},
-                  {"error", r.n_error},         {"skipped", r.n_skipped},
-                  {"ignored", r.n_ignored},     {"only_a", r.n_only_a},
-                  {"only_b", r.n_only_b},       {"unmatched_groups", r.unmatched_groups.size()},
-                  {"not_read", r.n_not_read},   {"only_a_ops", r.only_a_ops},
-                  {"only_b_ops", r.only_b_ops}, {"incomplete", r.incomplete.size()},
-                  {"verdict", r.verdict()},     {"exit_code", r.exit_code()}};
+  // The verdict and what is missing lead: a count of one-sided records is read first.
+  j["summary"] = {{"verdict", r.verdict()},
+                  {"exit_code", r.exit_code()},
+                  {"incomplete", r.incomplete.size()},
+                  {"only_a_ops", r.only_a_ops},
+                  {"only_b_ops", r.only_b_ops},
+                  {"only_a", r.n_only_a},
+                  {"only_b", r.n_only_b},
+                  {"unmatched_groups", r.unmatched_groups.size()},
+                  {"pass", r.n_pass},
+                  {"fail", r.n_fail},
+                  {"error", r.n_error},
+                  {"skipped", r.n_skipped},
+                  {"ignored", r.n_ignored},
+                  {"not_read", r.n_not_read}};
   j["engine"] = {{"bytes_a", r.engine.bytes_a},
                  {"bytes_b", r.engine.bytes_b},
                  {"seconds", r.engine.seconds},
