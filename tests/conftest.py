@@ -91,6 +91,21 @@ def pytest_report_header(config):
     ]
 
 
+def deterministic_device(request, monkeypatch):
+    """A fixture body for the device tests whose two native runs must agree bitwise: "cpu", or
+    "cuda" with torch's deterministic algorithms and a fixed cuBLAS workspace (index_add_ and
+    scatter_add accumulate with atomics in a varying order otherwise). A module uses it as
+    ``device = pytest.fixture(params=DEVICES, name="device")(deterministic_device)``."""
+    if request.param == "cuda":
+        monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        prev = torch.are_deterministic_algorithms_enabled()
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        yield request.param
+        torch.use_deterministic_algorithms(prev)
+    else:
+        yield request.param
+
+
 @pytest.fixture(scope="session")
 def sw():
     """The stridewise package with its native library loaded (fails, not skips, when it

@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import DEVICES  # noqa: F401
+from conftest import DEVICES, deterministic_device
 
 import stridewise.dump as swdump
 from stridewise.dump import compare
@@ -25,16 +25,7 @@ transformers = pytest.importorskip("transformers")
 from compare_planted_backend import planted_bug  # noqa: E402
 
 
-@pytest.fixture(params=DEVICES)
-def device(request, monkeypatch):
-    if request.param == "cuda":
-        monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-        prev = torch.are_deterministic_algorithms_enabled()
-        torch.use_deterministic_algorithms(True, warn_only=True)
-        yield request.param
-        torch.use_deterministic_algorithms(prev)
-    else:
-        yield request.param
+device = pytest.fixture(params=DEVICES, name="device")(deterministic_device)
 
 
 def bert(seed, device):

@@ -14,7 +14,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from compare_planted_backend import PlantedBugMissed, planted_bug
-from conftest import DEVICES
+from conftest import DEVICES, deterministic_device
 
 
 class Record(TorchDispatchMode):
@@ -112,15 +112,7 @@ def check_planted(clean: Record, bad: Record, op, phase, call, bug):
                 assert diff_positions(x.cpu(), y.cpu()) == [], f"{key} (another call of {op}) differs"
 
 
-@pytest.fixture(params=DEVICES)
-def device(request):
-    if request.param == "cuda":  # index_add / scatter_add accumulate with atomics otherwise
-        prev = torch.are_deterministic_algorithms_enabled()
-        torch.use_deterministic_algorithms(True, warn_only=True)
-        yield request.param
-        torch.use_deterministic_algorithms(prev)
-    else:
-        yield request.param
+device = pytest.fixture(params=DEVICES, name="device")(deterministic_device)
 
 
 CASES = [("aten::index_select", "forward", 0), ("aten::index_select", "forward", 1),

@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from conftest import DEVICES
+from conftest import DEVICES, deterministic_device
 
 from conftest import PYDIR, ROOT  # noqa: E402  (the installed package or python/)
 
@@ -56,16 +56,7 @@ class Perturb(TorchDispatchMode):
         return out
 
 
-@pytest.fixture(params=DEVICES)
-def device(request, monkeypatch):
-    if request.param == "cuda":
-        monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS
-        prev = torch.are_deterministic_algorithms_enabled()
-        torch.use_deterministic_algorithms(True, warn_only=True)
-        yield request.param
-        torch.use_deterministic_algorithms(prev)
-    else:
-        yield request.param
+device = pytest.fixture(params=DEVICES, name="device")(deterministic_device)
 
 
 def run_model(root, seed, device, perturb=None, routed=None):
