@@ -5,8 +5,6 @@
 
 #include <filesystem>
 #include <map>
-#include <memory>
-#include <set>
 
 #include "compare_impl.h"
 #include "dump_index.h"

@@ -38,26 +38,29 @@ void fill_identity(Entry& e, const DumpEntry& d, const RankDump& g) {
   e.name = fmt::format("{}[{}] {} {}#{}", d.op, d.call, d.phase, d.io, d.pos);
 }
 
+// Every shard read so far, or why it could not be read.
+struct Shards {
+  std::map<std::string, std::shared_ptr<SafetensorsFile>> files;
+  std::map<std::string, std::string> errors;
+};
+
 // Looks a dump entry's tensor up in its shard; returns nullptr and sets the entry's error.
-const TensorRef* find_tensor(const DumpEntry& d,
-                             std::map<std::string, std::shared_ptr<SafetensorsFile>>& shards,
-                             std::map<std::string, std::string>& shard_errors, Entry& e,
-                             Result& res) {
-  if (!shard_errors.count(d.file) && !shards.count(d.file)) {
+const TensorRef* find_tensor(const DumpEntry& d, Shards& sh, Entry& e, Result& res) {
+  if (!sh.errors.count(d.file) && !sh.files.count(d.file)) {
     try {
       auto f = std::make_shared<SafetensorsFile>(read_safetensors(d.file));
       res.warnings.insert(res.warnings.end(), f->warnings.begin(), f->warnings.end());
-      shards[d.file] = f;
+      sh.files[d.file] = f;
     } catch (const Error& err) {
-      shard_errors[d.file] = err.what();
+      sh.errors[d.file] = err.what();
     }
   }
-  if (shard_errors.count(d.file)) {
+  if (sh.errors.count(d.file)) {
     e.status = Status::Error;
-    e.reason = shard_errors[d.file];
+    e.reason = sh.errors[d.file];
     return nullptr;
   }
-  const TensorRef* t = shards[d.file]->find(d.key);
+  const TensorRef* t = sh.files[d.file]->find(d.key);
   if (!t) {
     e.status = Status::Error;
     e.reason = fmt::format("{}: tensor '{}' (listed at {}:{}) is missing from the shard header",
@@ -90,11 +93,6 @@ void one_sided_rows(Result& res, const DumpOp& op, const RankDump& g, bool in_a,
     res.entries.push_back(std::move(e));
   }
 }
-
-struct Shards {
-  std::map<std::string, std::shared_ptr<SafetensorsFile>> files;
-  std::map<std::string, std::string> errors;
-};
 
 // The rows of two op calls the alignment paired: tensors by (io, pos).
 void paired_rows(Result& res, const RankDump& ga, const DumpOp& oa, const RankDump& gb,
@@ -142,8 +140,8 @@ void paired_rows(Result& res, const RankDump& ga, const DumpOp& oa, const RankDu
       ent.reason = "tensor not stored: " + (d.skipped.empty() ? o.skipped : d.skipped);
       continue;
     }
-    const TensorRef* ta = find_tensor(d, sh.files, sh.errors, ent, res);
-    const TensorRef* tb = ta ? find_tensor(o, sh.files, sh.errors, ent, res) : nullptr;
+    const TensorRef* ta = find_tensor(d, sh, ent, res);
+    const TensorRef* tb = ta ? find_tensor(o, sh, ent, res) : nullptr;
     if (!ta || !tb) continue;
     prepare(ent, index, *ta, *tb, policy, w);
   }
@@ -166,8 +164,7 @@ std::vector<TracedOp> compare_group(Result& res, const RankDump& ga, const RankD
   auto keys = [](const RankDump& g, bool full) {
     std::vector<std::string> v;
     v.reserve(g.ops.size());
-    for (const DumpOp& op : g.ops)
-      v.push_back(full ? op.signature : op.phase + "|" + op.op + "." + op.overload);
+    for (const DumpOp& op : g.ops) v.push_back(full ? op.signature : op.name());
     return v;
   };
   const std::vector<OpPair> pairs =
@@ -189,9 +186,10 @@ std::vector<TracedOp> compare_group(Result& res, const RankDump& ga, const RankD
 }
 
 // Why the comparison cannot vouch for every op: one-sided ops and records, cut-short and
-// damaged indexes. opt.subset names the side allowed to hold fewer ops.
+// damaged indexes, then dir_gaps (step/rank directories on one side only, already
+// filtered). opt.subset names the side allowed to hold fewer ops.
 void completeness(Result& res, const std::vector<RankDump>& da, const std::vector<RankDump>& db,
-                  const Options& opt) {
+                  const std::vector<std::string>& dir_gaps, const Options& opt) {
   auto& inc = res.incomplete;
   if ((res.only_a_ops || res.n_only_a) && opt.subset != 'B')
     inc.push_back(fmt::format("{} op calls ran in A only ({} tensor records without a pair in B)",
@@ -207,11 +205,7 @@ void completeness(Result& res, const std::vector<RankDump>& da, const std::vecto
         (opt.subset == name ? res.warnings : inc).push_back(fmt::format("{}: {}", name, m));
     }
   }
-  for (const auto& u : res.unmatched_groups) {
-    const bool only_a = u.find(": only in A") != std::string::npos;
-    if ((only_a && opt.subset != 'B') || (!only_a && opt.subset != 'A'))
-      inc.push_back("step/rank directory " + u);
-  }
+  inc.insert(inc.end(), dir_gaps.begin(), dir_gaps.end());
 }
 
 }  // namespace
@@ -231,26 +225,31 @@ void compare_dumps(Result& res, const Policy& policy, const Options& opt) {
              v->end());
   }
   std::vector<std::pair<const RankDump*, const RankDump*>> groups;
+  std::vector<std::string> dir_gaps;
   const bool direct = da.size() == 1 && db.size() == 1 &&
                       (fs::exists(fs::path(res.path_a) / "index.jsonl") ||
                        fs::exists(fs::path(res.path_b) / "index.jsonl"));
   if (direct) {
     groups.emplace_back(&da[0], &db[0]);
   } else {
+    auto unmatched = [&](const RankDump& d, char side) {
+      res.unmatched_groups.push_back(
+          fmt::format("{}: only in {} ({})", group_name(d), side, d.dir));
+      if (opt.subset != (side == 'A' ? 'B' : 'A'))  // the subset side may lack directories
+        dir_gaps.push_back("step/rank directory " + res.unmatched_groups.back());
+    };
     std::map<std::pair<int64_t, int64_t>, const RankDump*> bmap;
     for (const auto& d : db) bmap[{d.step, d.rank}] = &d;
     for (const auto& d : da) {
       auto it = bmap.find({d.step, d.rank});
       if (it == bmap.end()) {
-        res.unmatched_groups.push_back(group_name(d) + ": only in A (" + d.dir + ")");
+        unmatched(d, 'A');
         continue;
       }
       groups.emplace_back(&d, it->second);
       bmap.erase(it);
     }
-    for (const auto& kv : bmap)
-      res.unmatched_groups.push_back(group_name(*kv.second) + ": only in B (" + kv.second->dir +
-                                     ")");
+    for (const auto& kv : bmap) unmatched(*kv.second, 'B');
   }
   size_t total = 0;
   for (const auto& g : groups) total += g.first->entries.size() + g.second->entries.size();
@@ -274,7 +273,7 @@ void compare_dumps(Result& res, const Policy& policy, const Options& opt) {
     res.origins.insert(res.origins.end(), o.begin(), o.end());
   }
   count(res);
-  completeness(res, da, db, opt);
+  completeness(res, da, db, dir_gaps, opt);
 }
 
 }  // namespace detail

@@ -11,7 +11,6 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <set>
 #include <tuple>
 
 #include "errors.h"
@@ -55,7 +54,7 @@ T field(const nlohmann::json& j, const char* key, const std::string& where) {
 }
 
 std::string signature(const DumpOp& op, const std::vector<DumpEntry>& entries) {
-  std::string s = op.phase + "|" + op.op + "." + op.overload;
+  std::string s = op.name();
   for (size_t i = op.first; i < op.first + op.count; ++i) {
     const DumpEntry& e = entries[i];
     if (e.io != "input") continue;
@@ -67,9 +66,8 @@ std::string signature(const DumpOp& op, const std::vector<DumpEntry>& entries) {
 }
 
 // Groups the entries by op (in op order), checks each op's input count and fills signatures.
-void group_ops(RankDump& rd, std::vector<int64_t>& op_inputs) {
-  std::map<int64_t, size_t> by_seq;
-  for (size_t i = 0; i < rd.ops.size(); ++i) by_seq.emplace(rd.ops[i].seq, i);
+// by_seq: seq -> index in rd.ops of every op record read.
+void group_ops(RankDump& rd, std::map<int64_t, size_t>& by_seq) {
   std::vector<size_t> owner(rd.entries.size());
   for (size_t i = 0; i < rd.entries.size(); ++i) {
     const DumpEntry& e = rd.entries[i];
@@ -84,7 +82,6 @@ void group_ops(RankDump& rd, std::vector<int64_t>& op_inputs) {
       op.phase = e.phase;
       it = by_seq.emplace(e.seq, rd.ops.size()).first;
       rd.ops.push_back(std::move(op));
-      op_inputs.push_back(-1);
     }
     owner[i] = it->second;
   }
@@ -104,10 +101,10 @@ void group_ops(RankDump& rd, std::vector<int64_t>& op_inputs) {
     while (k < rd.entries.size() && owner[order[k]] == o) inputs += rd.entries[k++].io == "input";
     op.count = k - op.first;
     op.signature = signature(op, rd.entries);
-    if (op_inputs[o] >= 0 && op_inputs[o] != inputs)
+    if (op.listed_inputs >= 0 && op.listed_inputs != inputs)
       rd.damage.push_back(
           fmt::format("{}:{}: op record {} call {} lists {} tensor inputs, {} found",
-                      rd.dir + "/index.jsonl", op.line, op.op, op.call, op_inputs[o], inputs));
+                      rd.dir + "/index.jsonl", op.line, op.op, op.call, op.listed_inputs, inputs));
   }
 }
 
@@ -126,8 +123,7 @@ RankDump read_rank(const fs::path& dir, int64_t step, int64_t rank) {
   int64_t line_no = 0, n_ops = 0, n_tensors = 0, end_line = 0;
   bool end_promised = false;
   std::optional<nlohmann::json> end_rec;
-  std::set<int64_t> op_seqs;
-  std::vector<int64_t> op_inputs;  // per rd.ops: the op record's "inputs", -1 when absent
+  std::map<int64_t, size_t> by_seq;                                   // seq -> index in rd.ops
   std::map<std::tuple<int64_t, std::string, int64_t>, int64_t> seen;  // (seq, io, pos) -> line
   while (start < text.size()) {
     size_t end = text.find('\n', start);
@@ -185,12 +181,11 @@ RankDump read_rank(const fs::path& dir, int64_t step, int64_t rank) {
       op.call = field<int64_t>(j, "call", where);
       op.phase = field<std::string>(j, "phase", where);
       const auto it = j.find("inputs");
-      if (!op_seqs.insert(op.seq).second)
-        rd.damage.push_back(where + ": a second op record for seq " + std::to_string(op.seq));
-      else {
+      if (it != j.end() && it->is_number_integer()) op.listed_inputs = it->get<int64_t>();
+      if (by_seq.emplace(op.seq, rd.ops.size()).second)
         rd.ops.push_back(std::move(op));
-        op_inputs.push_back(it != j.end() && it->is_number_integer() ? it->get<int64_t>() : -1);
-      }
+      else
+        rd.damage.push_back(where + ": a second op record for seq " + std::to_string(op.seq));
       continue;
     }
     if (kind != "tensor") continue;  // future record kinds
@@ -238,7 +233,7 @@ RankDump read_rank(const fs::path& dir, int64_t step, int64_t rank) {
     }
     rd.entries.push_back(std::move(e));
   }
-  group_ops(rd, op_inputs);
+  group_ops(rd, by_seq);
   const std::string idx = index.string();
   if (end_rec) {
     const int64_t want_ops = end_rec->value("ops", int64_t{-1});

@@ -36,9 +36,13 @@ struct DumpEntry {
 // One recorded op call and its tensor records (entries[first, first + count) of its RankDump).
 struct DumpOp {
   int64_t seq = -1, call = -1, line = 0;
+  int64_t listed_inputs = -1;  // the op record's "inputs" count (-1: not recorded)
   std::string op, overload, phase;
-  std::string signature;  // phase|op.overload|input dtypes and shapes: the alignment key
+  std::string signature;  // name() + input dtypes and shapes: the alignment key
   size_t first = 0, count = 0;
+
+  // "phase|op.overload": what pairs an op whose shapes changed.
+  std::string name() const { return phase + "|" + op + "." + overload; }
 };
 
 struct RankDump {
