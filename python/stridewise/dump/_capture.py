@@ -341,8 +341,12 @@ class dump:  # noqa: N801 - used like a function: `with stridewise.dump(dir):`
             rec["strides"] = None
         rec["device"] = str(t.device)
         rec["requires_grad"] = bool(t.requires_grad)
+        try:  # one check serves the address and the store
+            no_data = _no_data_reason(t, torch)
+        except Exception as e:  # noqa: BLE001 - never break the model run because of the dump
+            no_data = f"capture failed: {type(e).__name__}: {e}"
         try:
-            rec["addr"], storage = _addr(t, _no_data_reason(t, torch) is None)
+            rec["addr"], storage = _addr(t, no_data is None)
         except Exception:  # noqa: BLE001 - a subclass without data_ptr: no address, never an error
             rec["addr"], storage = [0, 0], None
         if storage is not None:
@@ -354,15 +358,16 @@ class dump:  # noqa: N801 - used like a function: `with stridewise.dump(dir):`
             self.stats["unread"] += 1
         else:
             try:
-                self._store(rec, t, torch)
+                self._store(rec, t, torch, no_data)
             except Exception as e:  # noqa: BLE001 - never break the model run because of the dump
                 rec.update(file=None, key=None, skipped=f"capture failed: {type(e).__name__}: {e}")
             if rec.get("skipped"):
                 self.stats["skipped"] += 1
         self._write_index(rec, "tensors")
 
-    def _store(self, rec, t, torch):
-        reason = _no_data_reason(t, torch)
+    def _store(self, rec, t, torch, no_data):
+        """Stores t's bytes, or records why not; no_data is _no_data_reason(t)."""
+        reason = no_data
         if reason is None and t.is_quantized:
             reason = "quantized tensor is not stored"
         if reason is None:
