@@ -124,17 +124,16 @@ std::vector<Origin> trace_origins(const std::vector<TracedOp>& ops,
   for (size_t i = 0; i < ops.size(); ++i) {
     const TracedOp& op = ops[i];
     if (!op.a || !op.b) continue;  // one-sided ops are counted by completeness, not here
-    bool in_bad = false;
-    std::vector<size_t> failed_in, failed_out;
+    bool in_bad = false;           // an input fails its standard
+    std::vector<size_t> failed_out;
     for (const TracedTensor& t : op.tensors) {
       const Entry& e = entries[t.entry];
-      if (!bad(e)) continue;
-      (e.io == "input" ? failed_in : failed_out).push_back(t.entry);
-      in_bad |= e.io == "input";
-    }
-    for (const TracedTensor& t : op.tensors) {
-      const Entry& e = entries[t.entry];
-      out_bad[i] |= e.io == "output" && differs(e);
+      if (e.io == "input") {
+        in_bad |= bad(e);
+      } else {
+        if (bad(e)) failed_out.push_back(t.entry);
+        out_bad[i] |= differs(e);
+      }
     }
     // Bytes that differ within tolerance still carry a difference: such an op descends from
     // the origin of what it read, and passes it on.
@@ -190,8 +189,8 @@ std::vector<Origin> trace_origins(const std::vector<TracedOp>& ops,
         c.writer = op_ref(ops[w]);
         c.detail = fmt::format(
             "{} differs, but its last recorded writer, {}, produced the same bytes in both runs: "
-            "something the "
-            "dump did not see wrote it (an op filtered out, a write outside the dispatcher)",
+            "something the dump did not see wrote it (an op filtered out, a write outside the "
+            "dispatcher)",
             arg, op_label(*c.writer));
       } else if (wa == -1 && wb == -1) {
         c.kind = "outside";
