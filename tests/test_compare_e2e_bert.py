@@ -12,11 +12,14 @@ stridewise, compared with sw-compare:
 CPU always; CUDA when present (deterministic algorithms, so two native runs agree bitwise)."""
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 
 from conftest import DEVICES, deterministic_device
 
+import stridewise
 import stridewise.dump as swdump
 from stridewise.dump import compare
 
@@ -43,8 +46,6 @@ def run(root, seed, device, *, routed=False, perturb=False, bug=None):
     g = torch.Generator().manual_seed(seed + 1)
     tok = torch.randint(0, 100, (2, 12), generator=g).to(device)
     gidx = torch.randint(0, 64, (2, 12, 5), generator=g).to(device)
-    import contextlib
-    import stridewise
     with contextlib.ExitStack() as stack:
         if bug:
             stack.enter_context(planted_bug(*bug))  # below the dump: it records the bug's output
