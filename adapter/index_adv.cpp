@@ -155,7 +155,7 @@ AdvPrep prepare_index(const at::Tensor& self, const OptTensors& indices, at::Ten
   for (const at::Tensor& i : t.per_dim)
     if (i.defined()) call->keep.push_back(i);
   a.out = to_view(out, "index", "out", /*writable=*/true);
-  a.desc = IndexedOpDesc{OpCode::kIndex, IndexRole::kRead, Combine::kCopy, true};
+  a.desc = IndexedOpDesc{OpCode::kIndex, IndexRole::kRead, Combine::kCopy, true, /*wraps=*/true};
   promote_all(&a, false);
   const AdvPrep p = make_plan(call, stats, self);
   if (p == AdvPrep::kRun)
@@ -217,7 +217,7 @@ AdvPrep prepare_index_put(const at::Tensor& self, const OptTensors& indices,
   }
   a.target = to_view(self, "index_put_", "self", /*writable=*/true);
   a.self.data = a.target.data;
-  a.desc = IndexedOpDesc{OpCode::kIndexPut, IndexRole::kWrite, c, true};
+  a.desc = IndexedOpDesc{OpCode::kIndexPut, IndexRole::kWrite, c, true, /*wraps=*/true};
   a.deterministic = deterministic;
   promote_all(&a, true);
   const AdvPrep p = make_plan(call, stats, self);
@@ -272,7 +272,7 @@ AdvPrep prepare_take(const at::Tensor& self, const at::Tensor& index, at::Tensor
   IndexKArgs& a = call->args;
   flat_views(self, index, "take", false, &a);
   a.out = to_view(out, "take", "out", /*writable=*/true);
-  a.desc = IndexedOpDesc{OpCode::kTake, IndexRole::kRead, Combine::kCopy, true};
+  a.desc = IndexedOpDesc{OpCode::kTake, IndexRole::kRead, Combine::kCopy, true, /*wraps=*/true};
   promote_all(&a, false);
   const AdvPrep p = make_plan(call, stats, self);
   if (p == AdvPrep::kRun)
@@ -323,7 +323,7 @@ AdvPrep prepare_put(const at::Tensor& self, const at::Tensor& index, const at::T
   IndexKArgs& a = call->args;
   flat_views(self, index, "put_", true, &a);
   a.src = to_view(src, "put_", "source");
-  a.desc = IndexedOpDesc{OpCode::kPut, IndexRole::kWrite, c, true};
+  a.desc = IndexedOpDesc{OpCode::kPut, IndexRole::kWrite, c, true, /*wraps=*/true};
   a.deterministic = deterministic;
   promote_all(&a, true);
   const AdvPrep p = make_plan(call, stats, self);

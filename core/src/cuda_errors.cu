@@ -175,7 +175,7 @@ Status cuda_poll_errors(int device, void* stream, ErrorDetail* err) {
   d.op = static_cast<OpCode>(r->op);
   d.dim = r->dim;
   d.value = r->value;
-  d.lo = 0;
+  d.lo = r->wraps ? -r->size : 0;
   d.hi = r->size;
   d.position = r->position;
   d.message = format_index_error(d);

@@ -58,7 +58,7 @@ bool terms(const Job& j, const int64_t* off, int64_t* out, int* bad_term) {
   if (a.mode == IndexMode::kUnravel) {
     int64_t v = load_index(j.base[kIkIndex0] + off[kIkIndex0], j.idx64[0]);
     const int64_t n = a.target.numel();
-    if (v < -n || v >= n) return *bad_term = 0, false;
+    if (v < a.desc.lowest_index(n) || v >= n) return *bad_term = 0, false;
     if (v < 0) v += n;
     for (int d = a.target.rank - 1; d >= 0 && v > 0; --d) {  // row-major: last dim fastest
       const int64_t s = a.target.sizes[d];
@@ -71,7 +71,7 @@ bool terms(const Job& j, const int64_t* off, int64_t* out, int* bad_term) {
   for (int k = 0; k < a.k; ++k) {
     int64_t v = load_index(j.base[kIkIndex0 + k] + off[kIkIndex0 + k], j.idx64[k]);
     const int64_t n = a.term_size[k];
-    if (v < -n || v >= n) return *bad_term = k, false;
+    if (v < a.desc.lowest_index(n) || v >= n) return *bad_term = k, false;
     if (v < 0) v += n;
     t += v * j.term_bstride[k];
   }
@@ -241,7 +241,7 @@ Status report_bad(const Job& j, int64_t pos, ErrorDetail* err) {
     err->value = load_index(j.base[kIkIndex0 + bad] + off[kIkIndex0 + bad], j.idx64[bad]);
     const int64_t n = a.mode == IndexMode::kUnravel ? a.target.numel() : a.term_size[bad];
     err->dim = a.mode == IndexMode::kUnravel ? -1 : a.term_dim[bad];
-    err->lo = -n;
+    err->lo = a.desc.lowest_index(n);
     err->hi = n;
     err->position = pos;
     err->message = format_index_error(*err);

@@ -36,7 +36,7 @@ __device__ __forceinline__ void with_report(const Params<I, D>& a, Body&& body) 
   body(bad);
   if (bad.b.any) {
     detail::report_bad_index(&block_claim, a.rec, a.op, a.dim[bad.j], a.size[bad.j], bad.b.value,
-                             bad.b.position);
+                             bad.b.position, a.wraps);
     if (a.abort.word) *a.abort.word = a.abort.gen;  // write calls: nothing may be written
   }
 }

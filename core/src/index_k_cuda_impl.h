@@ -4,7 +4,8 @@
 // One elementwise walk over plan_index_k's LoopPlan (operands: written, other, index_0..3),
 // kUnroll positions per thread with every index load issued before any data load. A
 // position's self address is its restrided offset plus the k terms:
-//  - kSum: v_j = index_j[pos] in [-size_j, size_j), wrapped; term += v_j * stride_j;
+//  - kSum: v_j = index_j[pos] in [-size_j, size_j), wrapped (IndexedOpDesc::wraps; else
+//    [0, size_j)); term += v_j * stride_j;
 //  - kUnravel: v = index_0[pos] in [-numel, numel), wrapped, unravelled over target's dims by
 //    the shared OffsetCalculator (logical order, merged dims only).
 // Copies move units of U bytes (an element, or a vector of them: IndexKPlan::vec); adds of
@@ -51,7 +52,8 @@ struct Params {
   bool idx64[kK];
   int k;
   bool unravel_mode;
-  int64_t size[kK];  // kSum: valid values [-size, size); kUnravel: size[0] = numel
+  int64_t size[kK];  // kSum: valid values [lo, size); kUnravel: size[0] = numel
+  bool wraps;        // lo = -size (a negative value counts from the end); else lo = 0
   I stride[kK];      // kSum: units per index step
   int64_t dim[kK];   // reported dim (-1 for kUnravel)
   I numel;
@@ -93,7 +95,7 @@ SW_HOST_DEVICE SW_INLINE bool terms(const Params<I, D>& a, const Offsets<kN, I>&
                                     int* bad_j, int64_t* bad_v) {
   if (a.unravel_mode) {
     int64_t v = load_index(a, 0, o.v[kIkIndex0]);
-    if (v < -a.size[0] || v >= a.size[0]) return *bad_j = 0, *bad_v = v, false;
+    if (v < (a.wraps ? -a.size[0] : 0) || v >= a.size[0]) return *bad_j = 0, *bad_v = v, false;
     if (v < 0) v += a.size[0];
     *t = a.unravel.get(I(v)).v[0];
     return true;
@@ -106,7 +108,8 @@ SW_HOST_DEVICE SW_INLINE bool terms(const Params<I, D>& a, const Offsets<kN, I>&
   SW_UNROLL
   for (int j = 0; j < kK; ++j) {
     if (j >= a.k) break;
-    if (v[j] < -a.size[j] || v[j] >= a.size[j]) return *bad_j = j, *bad_v = v[j], false;
+    if (v[j] < (a.wraps ? -a.size[j] : 0) || v[j] >= a.size[j])
+      return *bad_j = j, *bad_v = v[j], false;
     acc += I(v[j] < 0 ? v[j] + a.size[j] : v[j]) * a.stride[j];
   }
   *t = acc;
@@ -338,6 +341,7 @@ inline Params<I, D> make_params(const IndexKArgs& args, const IndexKPlan& plan,
   p.other = writes(args) ? args.src.data : args.self.data;
   p.k = args.k;
   p.unravel_mode = args.mode == IndexMode::kUnravel;
+  p.wraps = args.desc.wraps;
   for (int j = 0; j < kK; ++j) {
     const bool live = j < args.k;
     p.index[j] = live ? args.index[j].data : nullptr;

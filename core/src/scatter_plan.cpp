@@ -40,6 +40,8 @@ Status validate(const ScatterArgs& a, ErrorDetail* err) {
   if (!a.has_value && (s = c.operand("src", a.src)) != Status::kOk) return s;
   if (a.desc.role != IndexRole::kWrite)
     return c.bad(Status::kInvalidArgument, "scatter(): descriptor is not a scatter (role read)");
+  if (a.desc.wraps)
+    return c.bad(Status::kUnsupported, "scatter(): negative index values do not wrap here");
 
   const int r = a.self.rank;
   if (a.index.rank != r)

@@ -40,7 +40,7 @@ int64_t ref_offset(const IndexKCase& c, int64_t linear) {
     for (size_t d = 0; d < coord.size(); ++d) off += coord[d] * c.idx[0].view.strides[d];
     int64_t v = read_index(c.idx[0].view, off);
     const int64_t n = s.numel();
-    if (v < -n || v >= n) return -1;
+    if (v < c.args.desc.lowest_index(n) || v >= n) return -1;
     return offset_of(s, v < 0 ? v + n : v);
   }
   const int64_t nb = static_cast<int64_t>(c.bshape.size()), k = c.args.k;
@@ -54,7 +54,7 @@ int64_t ref_offset(const IndexKCase& c, int64_t linear) {
       io += (iv.sizes[b] == 1 ? 0 : coord[c.first + b]) * iv.strides[b];
     int64_t v = read_index(iv, io);
     const int64_t n = s.sizes[c.dims[j]];
-    if (v < -n || v >= n) return -1;
+    if (v < c.args.desc.lowest_index(n) || v >= n) return -1;
     off += (v < 0 ? v + n : v) * s.strides[c.dims[j]];
   }
   return off;
@@ -88,7 +88,8 @@ IndexKCase make_index_k_case(Rng& rng, DType dt, IndexMode mode, IndexRole role,
   if (comb == Combine::kAdd) fill_small(rng, c.self);
   IndexKArgs& a = c.args;
   a.mode = mode;
-  a.desc = {write ? OpCode::kIndexPut : OpCode::kIndex, role, comb, true};
+  // Most cases wrap (ATen's index / take / put); some take [0, n) (embedding's backward).
+  a.desc = {write ? OpCode::kIndexPut : OpCode::kIndex, role, comb, true, rand_int(rng, 0, 3) != 0};
   a.target = c.self.view;
   const int nb = static_cast<int>(rand_int(rng, 1, 2));
   c.bshape.resize(nb);
@@ -99,7 +100,7 @@ IndexKCase make_index_k_case(Rng& rng, DType dt, IndexMode mode, IndexRole role,
     c.idx.push_back(
         make_random_tensor(rng, rand_int(rng, 0, 1) ? DType::kInt64 : DType::kInt32, c.shape, in));
     const int64_t n = c.self.view.numel();
-    fill_index(rng, c.idx[0], -n, n - 1);
+    fill_index(rng, c.idx[0], a.desc.lowest_index(n), n - 1);
     a.index[0] = c.idx[0].view;
     a.self = over(c.self.view, c.shape, std::vector<int64_t>(c.shape.size(), 0));
   } else {
@@ -121,7 +122,7 @@ IndexKCase make_index_k_case(Rng& rng, DType dt, IndexMode mode, IndexRole role,
       c.idx.push_back(
           make_random_tensor(rng, rand_int(rng, 0, 1) ? DType::kInt64 : DType::kInt32, is, in));
       const int64_t n = ss[c.dims[j]];
-      fill_index(rng, c.idx[j], -n, n - 1);
+      fill_index(rng, c.idx[j], a.desc.lowest_index(n), n - 1);
       std::vector<int64_t> st(c.shape.size(), 0);
       for (int b = 0; b < nb; ++b) st[c.first + b] = is[b] == 1 ? 0 : c.idx[j].view.strides[b];
       a.index[j] = over(c.idx[j].view, c.shape, st);
@@ -198,7 +199,7 @@ int64_t plant_bad_index(Rng& rng, IndexKCase& c, int j, bool high) {
   TestTensor& it = c.idx[j];
   const int64_t lim =
       c.args.mode == IndexMode::kUnravel ? c.self.view.numel() : c.args.term_size[j];
-  const int64_t bad = high ? lim : -lim - 1;
+  const int64_t bad = high ? lim : c.args.desc.lowest_index(lim) - 1;
   write_index(it.view, offset_of(it.view, rand_int(rng, 0, it.view.numel() - 1)), bad);
   return bad;
 }

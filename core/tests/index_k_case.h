@@ -1,5 +1,6 @@
 // Advanced-indexing problems for the core tests (CPU, host emulation, GPU): random layouts of
-// every operand, k index tensors broadcast over one shape (negative values), or take/put's flat
+// every operand, k index tensors broadcast over one shape (negative values where the descriptor
+// wraps, drawn at random), or take/put's flat
 // positions; the views the adapter would build; an obvious reference over logical coordinates
 // (no planner).
 #pragma once

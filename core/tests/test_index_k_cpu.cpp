@@ -68,7 +68,7 @@ TEST(IndexKCpu, BadValueIsReportedAndWritesNothing) {
     // One element of one index tensor gets a value one past either end.
     const int j = static_cast<int>(rand_int(rng, 0, c.args.k - 1));
     const int64_t bad_val = plant_bad_index(rng, c, j, rand_int(rng, 0, 1) == 1);
-    const int64_t lim = bad_val >= 0 ? bad_val : -bad_val - 1;
+    const int64_t lim = mode == IndexMode::kUnravel ? c.self.view.numel() : c.args.term_size[j];
     const std::vector<unsigned char> before(c.self.base(), c.self.base() + c.self.storage_bytes());
     IndexKPlan plan;
     ErrorDetail err;
@@ -78,6 +78,7 @@ TEST(IndexKCpu, BadValueIsReportedAndWritesNothing) {
         << c.describe();
     EXPECT_EQ(err.value, bad_val);
     EXPECT_EQ(err.hi, lim);
+    EXPECT_EQ(err.lo, c.args.desc.wraps ? -lim : 0);
     EXPECT_EQ(err.dim, mode == IndexMode::kUnravel ? -1 : c.args.term_dim[j]);
     if (role == IndexRole::kWrite) {
       EXPECT_EQ(diff_bytes(c.self.base(), before.data(), before.size()), "") << c.describe();
@@ -95,7 +96,7 @@ TEST(IndexKCpu, DuplicatesResolveInIndexOrder) {
   for (Combine comb : {Combine::kCopy, Combine::kAdd}) {
     std::vector<float> y = x;
     IndexKArgs a;
-    a.desc = {OpCode::kIndexPut, IndexRole::kWrite, comb, true};
+    a.desc = {OpCode::kIndexPut, IndexRole::kWrite, comb, true, /*wraps=*/true};
     a.self = stridewise::make_view(y.data(), DType::kFloat32, {3}, {0});
     a.target = stridewise::make_view(y.data(), DType::kFloat32, {3}, {1});
     a.src = stridewise::make_view(v.data(), DType::kFloat32, {3}, {1});

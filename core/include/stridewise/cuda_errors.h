@@ -3,8 +3,8 @@
 // Kernels never address memory through a bad index. Each device has one error record in
 // mapped (zero-copy) pinned host memory. The first offending thread wins the record's
 // `claim` word (a device-scope atomicCAS 0 -> 1; only one device's threads ever touch a
-// given record, so device-scope atomicity is all that is needed), writes {op, dim, value,
-// size, position}, fences system-wide and then sets `flag`. Reading the record is a host
+// given record, so device-scope atomicity is all that is needed), writes {op, wraps, dim,
+// value, size, position}, fences system-wide and then sets `flag`. Reading the record is a host
 // memory read: no synchronization, no stream work. Clearing it is two host stores
 // (flag = 0, then claim = 0), so polling never enqueues device work either.
 //
@@ -33,10 +33,10 @@ void set_cuda_check_mode(CudaCheckMode mode);
 
 // Device-visible record (lives in mapped pinned host memory; one per device).
 struct CudaErrorRecord {
-  int32_t claim;     // 0 = free; 1 = an offending thread owns the record until it is polled
-  int32_t flag;      // 0 = clear, 1 = fields below written and complete
-  int32_t op;        // OpCode
-  int32_t reserved;  // keeps the 64-bit fields 8-byte aligned
+  int32_t claim;  // 0 = free; 1 = an offending thread owns the record until it is polled
+  int32_t flag;   // 0 = clear, 1 = fields below written and complete
+  int32_t op;     // OpCode
+  int32_t wraps;  // 1: valid values are [-size, size) (IndexedOpDesc::wraps); 0: [0, size)
   int64_t dim;
   int64_t value;
   int64_t size;

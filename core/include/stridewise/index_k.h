@@ -12,11 +12,14 @@
 //
 // where self(p) is `self` restrided onto the iteration shape (the dims the index tensors do
 // not address map onto the result's dims; stride 0 along the broadcast index dims), and:
-//  - IndexMode::kSum (index, index_put_): term j reads index[j][p] = v, valid in
-//    [-term_size[j], term_size[j]), wrapped when negative; term_j = v * term_stride[j].
+//  - IndexMode::kSum (index, index_put_, index_fill): term j reads index[j][p] = v, valid in
+//    [lo, term_size[j]), wrapped when negative; term_j = v * term_stride[j]. lo is
+//    -term_size[j] when the descriptor wraps (IndexedOpDesc::wraps: ATen's index, index_put_,
+//    index_fill), else 0 (embedding_dense_backward).
 //    Each index[j] is a view over the iteration shape (broadcast index tensors: stride 0).
 //  - IndexMode::kUnravel (take, put): k = 1; v = index[0][p] is a position in `flat`'s
-//    logical (row-major) order, valid in [-flat.numel(), flat.numel()), wrapped; term_0 = the
+//    logical (row-major) order, valid in [lo, flat.numel()) (lo = -flat.numel() when the
+//    descriptor wraps, as take/put's does), wrapped; term_0 = the
 //    offset of that position, unravelled over `target`'s sizes and strides (any strides: a
 //    non-contiguous self is never reshaped or copied). `self` then has all strides 0.
 //
@@ -32,7 +35,7 @@
 // it and records it (cuda_errors.h). Write: a call that meets a bad value writes nothing
 // (CPU checks every value first; CUDA runs a validation pass and a per-call abort word, as
 // the scatter family does). ErrorDetail: dim = term_dim[j] (kUnravel: -1), value = the value
-// as given (unwrapped), lo = -size, hi = size.
+// as given (unwrapped), lo = desc.lowest_index(size), hi = size.
 // Determinism: the CPU writes in the iteration's row-major order on one thread, so the last
 // writer in index order wins and sums add in index order. CUDA with `deterministic` set and a
 // write that could meet duplicates sorts the targets (stable) and has one thread per target

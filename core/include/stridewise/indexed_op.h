@@ -8,7 +8,11 @@
 //    max, min); every combine but copy accumulates, so duplicate index values add up
 //    instead of racing;
 //  - include_self: whether out's prior value takes part in an accumulating combine
-//    (scatter_reduce's include_self; always true for scatter_add and scatter(reduce=)).
+//    (scatter_reduce's include_self; always true for scatter_add and scatter(reduce=));
+//  - wraps: whether a negative index value counts from the end. ATen's index, index_put_,
+//    take, put and index_fill take values in [-n, n) and address v + n for v < 0; gather, the
+//    scatter family, index_select/add/copy/reduce and embedding take [0, n). Only the k-index
+//    core (index_k.h) wraps; the gather and scatter cores refuse a wrapping descriptor.
 // The shared parts (planner and LoopPlan, OffsetCalculator, CPU executor, CUDA error
 // records, the bound check and its message) take the descriptor, not the op.
 #pragma once
@@ -30,8 +34,11 @@ struct IndexedOpDesc {
   IndexRole role = IndexRole::kRead;
   Combine combine = Combine::kCopy;
   bool include_self = true;
+  bool wraps = false;
 
   bool accumulates() const { return combine != Combine::kCopy; }
+  // The smallest valid index value for a dim of size n (the largest is n - 1).
+  int64_t lowest_index(int64_t n) const { return wraps ? -n : 0; }
 };
 
 // "copy", "add", "multiply", "mean", "amax", "amin".

@@ -134,7 +134,7 @@ IndexKCase row_case(Rng& rng, const std::vector<int64_t>& vals, IndexRole role, 
   c.bshape = {n};
   c.dims = {0};
   stridewise::IndexKArgs& a = c.args;
-  a.desc = {stridewise::OpCode::kIndex, role, comb, true};
+  a.desc = {stridewise::OpCode::kIndex, role, comb, true, /*wraps=*/true};  // x[i]: -5 is row 3
   a.self = c.self.view;
   a.self.strides[0] = 0;
   a.self.sizes[0] = n;
