@@ -10,7 +10,7 @@
 //  - write: every index value is checked first (in parallel, read only); then one thread writes
 //    in the iteration's row-major order, so duplicates resolve in index order: the last writer
 //    wins for copy, sums add in that order (rounded per step in the storage type, as ATen's
-//    CPU kernel does).
+//    CPU kernel does). An order-free write (one value copied) is written in parallel chunks.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -172,12 +172,13 @@ void check_range(void* ctx, int64_t begin, int64_t end) {
   if (stop >= 0) publish_bad(j.first_bad, stop);
 }
 
-// The write pass, on one thread, after every value checked.
-Status write_all(const Job& j) {
+// The write pass over positions [begin, end), after every value checked: on one thread over
+// all of them (index order decides duplicates), or in chunks when the write is order-free.
+Status write_span(const Job& j, int64_t begin, int64_t end) {
   const IndexKArgs& a = *j.a;
   const size_t es = static_cast<size_t>(j.es);
   auto run = [&](auto&& put) {
-    walk(j, 0, j.loop.numel, [&](const int64_t* off, int64_t n) {
+    walk(j, begin, end, [&](const int64_t* off, int64_t n) {
       return each_in_row(j, off, n, [&](const int64_t* o, int64_t t) {
         put(j.base[kIkWritten] + o[kIkWritten] + t, j.base[kIkOther] + o[kIkOther]);
       });
@@ -198,6 +199,12 @@ Status write_all(const Job& j) {
       std::memcpy(dst, &r, sizeof r);
     });
   });
+}
+
+// A chunk of an order-free write (copies only: write_span cannot fail for them). Chunks may
+// store the same bytes to one element at once, as ATen's index_fill_ threads do.
+void write_range(void* ctx, int64_t begin, int64_t end) {
+  write_span(*static_cast<const Job*>(ctx), begin, end);
 }
 
 void fill_job(Job& j, const IndexKArgs& a, const LoopPlan<kN>& loop) {
@@ -263,7 +270,11 @@ Status index_k_cpu(const IndexKArgs& args, const IndexKPlan& plan, const CpuExec
   const int64_t bad = job.first_bad.load();
   if (bad != kNoError) return report_bad(job, bad, err);
   if (!w) return Status::kOk;
-  const Status s = write_all(job);
+  if (plan.order_free) {
+    ex.parallel_for(ex.self, job.loop.numel, kGrain, &write_range, &job);
+    return Status::kOk;
+  }
+  const Status s = write_span(job, 0, job.loop.numel);
   if (s != Status::kOk)
     return detail::fail_op(err, args.desc.op, s,
                            std::string(op_name(args.desc.op)) + "(): add is not implemented for " +

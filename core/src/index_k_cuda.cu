@@ -131,50 +131,12 @@ Status with_offsets(bool u32, int rank, F&& f) {
   return u32 ? dims(Tag<uint32_t>{}) : dims(Tag<int64_t>{});
 }
 
-bool narrow(DType t) {
-  switch (t) {
-    case DType::kFloat16:
-    case DType::kBFloat16:
-    case DType::kInt8:
-    case DType::kUInt8:
-    case DType::kInt16:
-    case DType::kBool:
-      return true;
-    default:
-      return false;
-  }
-}
-
-bool integral(DType t) {
-  switch (t) {
-    case DType::kBool:
-    case DType::kUInt8:
-    case DType::kInt8:
-    case DType::kInt16:
-    case DType::kInt32:
-    case DType::kInt64:
-      return true;
-    default:
-      return false;
-  }
-}
-
 bool adds(const IndexKArgs& a) {
   return a.desc.combine == Combine::kAdd;
 }
 
 int64_t align256(int64_t b) {
   return (b + 255) / 256 * 256;
-}
-
-// The sorted path takes the narrow types' adds (accumulated in float32/int32, rounded once per
-// element, never a per-step rounding in the storage type) and the deterministic writes that may
-// meet duplicates (an add of int32/int64 is exact in any order and keeps the atomics).
-bool sorted_path(const IndexKArgs& a, const IndexKPlan& p) {
-  if (a.desc.role != IndexRole::kWrite) return false;
-  const bool add = a.desc.combine == Combine::kAdd;
-  if (add && narrow(a.self.dtype)) return true;
-  return a.deterministic && p.may_collide && !(add && integral(a.self.dtype));
 }
 
 // The sorted path's workspace: two key and two value arrays (CUB's DoubleBuffer), then CUB's

@@ -399,6 +399,45 @@ inline int seg_vec_width(const IndexKArgs& args, const IndexKPlan& plan) {
   return 1;
 }
 
+inline bool narrow(DType t) {
+  switch (t) {
+    case DType::kFloat16:
+    case DType::kBFloat16:
+    case DType::kInt8:
+    case DType::kUInt8:
+    case DType::kInt16:
+    case DType::kBool:
+      return true;
+    default:
+      return false;
+  }
+}
+
+inline bool integral(DType t) {
+  switch (t) {
+    case DType::kBool:
+    case DType::kUInt8:
+    case DType::kInt8:
+    case DType::kInt16:
+    case DType::kInt32:
+    case DType::kInt64:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The sorted path takes the narrow types' adds (accumulated in float32/int32, rounded once per
+// element, never a per-step rounding in the storage type) and the deterministic writes that may
+// meet duplicates (an add of int32/int64 is exact in any order and keeps the atomics; an
+// order-free copy of one value stores the same bytes in any order).
+inline bool sorted_path(const IndexKArgs& a, const IndexKPlan& p) {
+  if (a.desc.role != IndexRole::kWrite) return false;
+  const bool add = a.desc.combine == Combine::kAdd;
+  if (add && narrow(a.self.dtype)) return true;
+  return a.deterministic && p.may_collide && !p.order_free && !(add && integral(a.self.dtype));
+}
+
 // Bits the sorted keys span: the largest offset the terms reach.
 inline int key_bits(const IndexKArgs& args) {
   int64_t hi = 0;

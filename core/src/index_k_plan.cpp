@@ -30,6 +30,10 @@ bool writes(const IndexKArgs& a) {
   return a.desc.role == IndexRole::kWrite;
 }
 
+bool order_free(const IndexKArgs& a) {
+  return writes(a) && a.has_value && a.desc.combine == Combine::kCopy;
+}
+
 Status validate(const IndexKArgs& a, const Checker& c) {
   if (a.k < 1 || a.k > kMaxIndexTerms)
     return c.bad(Status::kUnsupported,
@@ -78,7 +82,7 @@ Status validate(const IndexKArgs& a, const Checker& c) {
   if (!writes(a) && a.desc.combine != Combine::kCopy)
     return c.bad(Status::kInvalidArgument, "a read combines by copy");
   const StridedView& written = writes(a) ? a.target : a.out;
-  if (detail::has_internal_overlap(written))
+  if (!order_free(a) && detail::has_internal_overlap(written))
     return c.bad(Status::kInvalidArgument, detail::internal_overlap_message());
   return Status::kOk;
 }
@@ -233,6 +237,7 @@ Status plan_index_k(const IndexKArgs& args, IndexKPlan* plan, ErrorDetail* err) 
   p.may_collide = false;
   for (int d = 0; d < p.loop.rank; ++d)
     if (p.loop.strides[self_slot][d] == 0) p.may_collide = true;
+  p.order_free = order_free(args);
   if (w) plan_ordered(args, &p);
   *plan = p;
   if (err) *err = ErrorDetail{};

@@ -34,6 +34,8 @@ const char* op_name(OpCode op) {
       return "take";
     case OpCode::kPut:
       return "put";
+    case OpCode::kIndexFill:
+      return "index_fill";
     case OpCode::kUnknown:
       break;
   }

@@ -147,6 +147,43 @@ IndexKCase make_index_k_case(Rng& rng, DType dt, IndexMode mode, IndexRole role,
   return c;
 }
 
+IndexKCase make_fill_case(Rng& rng, DType dt) {
+  IndexKCase c;
+  LayoutOpts opts;
+  opts.allow_overlap = false;  // stride-0 dims (an expanded self) stay
+  const int r = static_cast<int>(rand_int(rng, 1, 4));
+  std::vector<int64_t> ss(r);
+  for (auto& x : ss) x = rand_int(rng, 1, 5);
+  c.self = make_random_tensor(rng, dt, ss, opts);
+  fill_random_bytes(rng, c.self);
+  const int64_t d = rand_int(rng, 0, r - 1), n = ss[d], m = rand_int(rng, 0, 7);
+  c.first = d;
+  c.dims = {d};
+  c.bshape = {m};
+  c.shape = ss;
+  c.shape[d] = m;
+  c.idx.push_back(make_random_tensor(rng, rand_int(rng, 0, 1) ? DType::kInt64 : DType::kInt32, {m},
+                                     LayoutOpts{}));
+  IndexKArgs& a = c.args;
+  a.desc = {OpCode::kIndexFill, IndexRole::kWrite, Combine::kCopy, true, /*wraps=*/true};
+  fill_index(rng, c.idx[0], -n, n - 1);
+  std::vector<int64_t> self_str(c.self.view.strides, c.self.view.strides + r);
+  self_str[d] = 0;
+  a.self = over(c.self.view, c.shape, self_str);
+  a.target = c.self.view;
+  std::vector<int64_t> idx_str(r, 0);
+  idx_str[d] = c.idx[0].view.strides[0];
+  a.index[0] = over(c.idx[0].view, c.shape, idx_str);
+  a.term_size[0] = n;
+  a.term_stride[0] = c.self.view.strides[d];
+  a.term_dim[0] = d;
+  a.src = a.self;  // only the iteration shape: the value is in `value`
+  a.src.data = nullptr;
+  a.has_value = true;
+  for (int b = 0; b < 16; ++b) a.value[b] = static_cast<unsigned char>(rand_int(rng, 1, 255));
+  return c;
+}
+
 // The storage bytes self (write) or out (read) must hold afterwards.
 std::vector<unsigned char> index_k_reference(const IndexKCase& c) {
   const bool write = c.args.desc.role == IndexRole::kWrite;

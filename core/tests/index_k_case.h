@@ -29,6 +29,11 @@ struct IndexKCase {
 IndexKCase make_index_k_case(Rng& rng, DType dt, stridewise::IndexMode mode,
                              stridewise::IndexRole role, stridewise::Combine comb);
 
+// index_fill's shape of write: self (any layout, expanded ones included: the write is
+// order-free) filled with one value at a 1-D index (duplicates, wrapped negatives) along one dim;
+// the index seen with stride 0 along every other dim, self restrided with stride 0 on that dim.
+IndexKCase make_fill_case(Rng& rng, DType dt);
+
 // The storage bytes self (write) or out (read) must hold afterwards.
 std::vector<unsigned char> index_k_reference(const IndexKCase& c);
 

@@ -89,6 +89,34 @@ TEST(IndexKCpu, BadValueIsReportedAndWritesNothing) {
   EXPECT_GE(seen, 50);
 }
 
+// index_fill's writes: one value, so an expanded self (positions sharing memory) is planned, the
+// plan says order-free, and chunks written in parallel in any order give the reference bytes.
+// A write of values (not one value) into the same expanded self stays refused.
+TEST(IndexKCpu, OrderFreeFillTakesExpandedSelfAndAnyChunking) {
+  const uint64_t seed = test_seed();
+  Rng rng(seed);
+  const DType dts[] = {DType::kFloat32, DType::kBool, DType::kFloat16, DType::kFloat64,
+                       DType::kComplex128};
+  int expanded = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    IndexKCase c = make_fill_case(rng, dts[trial % 5]);
+    IndexKPlan plan;
+    ErrorDetail err;
+    ASSERT_EQ(stridewise::plan_index_k(c.args, &plan, &err), Status::kOk) << err.message;
+    EXPECT_TRUE(plan.order_free);
+    if (stridewise::detail::has_internal_overlap(c.args.target)) {
+      ++expanded;
+      IndexKArgs values = c.args;
+      values.has_value = false;
+      values.src.data = c.self.view.data;  // any data: the plan must refuse before reading it
+      EXPECT_EQ(stridewise::plan_index_k(values, &plan, &err), Status::kInvalidArgument);
+    }
+    run_and_check(c, seed, trial);
+    if (HasFailure()) return;
+  }
+  EXPECT_GT(expanded, 20);
+}
+
 TEST(IndexKCpu, DuplicatesResolveInIndexOrder) {
   // x[i] = v with i = [1, 1, 1]: the last value wins; x[i] += v adds all three.
   std::vector<float> x = {10, 20, 30}, v = {1, 2, 4};

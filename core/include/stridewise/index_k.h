@@ -28,7 +28,9 @@
 //    dtypes are kInt32 or kInt64 (each index[j] its own); out/src/self share one dtype.
 //  - read: out overlaps nothing else and no two out positions share memory.
 //  - write: self is written in place; it overlaps neither src nor an index, and self's
-//    own view (`target`) has no internal overlap.
+//    own view (`target`) has no internal overlap unless the write is order-free (below):
+//    then positions that share memory store the same bytes (ATen's index_fill_ writes an
+//    expanded self, with a deprecation warning the adapter raises).
 //  - Any strides (including 0) on every operand; nothing is ever copied.
 // Bad index values are never used to address memory. Read: CPU returns kIndexOutOfRange with
 // the first bad element in plan order (out may be partly written, as with ATen); CUDA skips
@@ -40,7 +42,10 @@
 // writer in index order wins and sums add in index order. CUDA with `deterministic` set and a
 // write that could meet duplicates sorts the targets (stable) and has one thread per target
 // element walk its writers in index order: the same result on every run (sums in the
-// accumulation type, rounded once).
+// accumulation type, rounded once). An order-free write (one value copied to every position:
+// has_value with combine copy, index_fill's and x[i] = scalar's) stores the same bytes
+// whichever writer lands last, so it needs no order: the CPU writes it in parallel and CUDA
+// never sorts it, deterministic or not.
 // Accumulation: CPU adds in the storage type in index order, as ATen's CPU kernel does. CUDA
 // adds float32/64, complex and int32/64 with atomics on self; float16/bfloat16 (in float32)
 // and the narrow integers (in int32) go through the sorted path, so each element is rounded
@@ -109,6 +114,9 @@ struct IndexKPlan {
   // Write: whether two positions could reach one element (a planned dim along which self's
   // restrided view does not move); false: a deterministic CUDA write needs no sort.
   bool may_collide = true;
+  // Write: one value copied to every position (has_value, combine copy): every writer of an
+  // element stores the same bytes, so the order of writers never shows (see Determinism).
+  bool order_free = false;
   // Write: the iteration in index (row-major) order, its dims merged only where every operand
   // allows (the CPU's write pass walks it).
   LoopPlan<kIkOperands> ordered;

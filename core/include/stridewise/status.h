@@ -37,6 +37,8 @@ enum class OpCode : int32_t {
   kIndexPut = 12,  // index_put_ / index_put / _index_put_impl_
   kTake = 13,
   kPut = 14,
+  // index_fill_ (int_Scalar / int_Tensor): a one-value write on the k-index core, wrapping.
+  kIndexFill = 15,
 };
 
 const char* op_name(OpCode op);
