@@ -30,8 +30,14 @@ bool writes(const IndexKArgs& a) {
   return a.desc.role == IndexRole::kWrite;
 }
 
+// One value copied to every position: `value`, or one src element (every stride 0: a 0-dim
+// device tensor's value, read where it lies instead of synchronizing to fetch it).
 bool order_free(const IndexKArgs& a) {
-  return writes(a) && a.has_value && a.desc.combine == Combine::kCopy;
+  if (!writes(a) || a.desc.combine != Combine::kCopy) return false;
+  if (a.has_value) return true;
+  for (int d = 0; d < a.src.rank; ++d)
+    if (a.src.sizes[d] > 1 && a.src.strides[d] != 0) return false;
+  return true;
 }
 
 Status validate(const IndexKArgs& a, const Checker& c) {

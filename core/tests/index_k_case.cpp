@@ -177,10 +177,17 @@ IndexKCase make_fill_case(Rng& rng, DType dt) {
   a.term_size[0] = n;
   a.term_stride[0] = c.self.view.strides[d];
   a.term_dim[0] = d;
-  a.src = a.self;  // only the iteration shape: the value is in `value`
-  a.src.data = nullptr;
-  a.has_value = true;
   for (int b = 0; b < 16; ++b) a.value[b] = static_cast<unsigned char>(rand_int(rng, 1, 255));
+  a.src = a.self;  // the iteration shape
+  for (int d = 0; d < r; ++d) a.src.strides[d] = 0;
+  if (coin(rng, 0.5)) {  // the value as bytes (a Python scalar's)
+    a.has_value = true;
+    a.src.data = nullptr;
+  } else {  // one element every position reads (a 0-dim device tensor's, never synchronized)
+    c.dense = make_tensor(dt, {1}, {1}, rand_int(rng, 0, 2));
+    std::memcpy(c.dense.view.data, a.value, static_cast<size_t>(elem_size(dt)));
+    a.src.data = c.dense.view.data;
+  }
   return c;
 }
 

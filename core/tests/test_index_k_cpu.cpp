@@ -104,11 +104,13 @@ TEST(IndexKCpu, OrderFreeFillTakesExpandedSelfAndAnyChunking) {
     ErrorDetail err;
     ASSERT_EQ(stridewise::plan_index_k(c.args, &plan, &err), Status::kOk) << err.message;
     EXPECT_TRUE(plan.order_free);
-    if (stridewise::detail::has_internal_overlap(c.args.target)) {
+    if (stridewise::detail::has_internal_overlap(c.args.target) && numel(c.shape) > 1) {
       ++expanded;
-      IndexKArgs values = c.args;
+      IndexKArgs values = c.args;  // a value per position: no longer order-free
       values.has_value = false;
       values.src.data = c.self.view.data;  // any data: the plan must refuse before reading it
+      const std::vector<int64_t> dense = contiguous_strides(c.shape);
+      for (int d = 0; d < values.src.rank; ++d) values.src.strides[d] = dense[d];
       EXPECT_EQ(stridewise::plan_index_k(values, &plan, &err), Status::kInvalidArgument);
     }
     run_and_check(c, seed, trial);
@@ -144,14 +146,14 @@ TEST(IndexKCpu, DuplicatesResolveInIndexOrder) {
 }
 
 TEST(IndexKCpu, RejectsWhatTheContractExcludes) {
-  std::vector<float> x(6);
-  std::vector<int64_t> i = {0};
+  std::vector<float> x(6), v(2);
+  std::vector<int64_t> i = {0, 1};
   IndexKArgs a;
   a.desc = {OpCode::kIndexPut, IndexRole::kWrite, Combine::kCopy, true};
-  a.self = stridewise::make_view(x.data(), DType::kFloat32, {1}, {0});
+  a.self = stridewise::make_view(x.data(), DType::kFloat32, {2}, {0});
   a.target = stridewise::make_view(x.data(), DType::kFloat32, {2, 3}, {0, 1});  // overlapping
-  a.src = stridewise::make_view(x.data() + 3, DType::kFloat32, {1}, {1});
-  a.index[0] = stridewise::make_view(i.data(), DType::kInt64, {1}, {1});
+  a.src = stridewise::make_view(v.data(), DType::kFloat32, {2}, {1});  // two values: order shows
+  a.index[0] = stridewise::make_view(i.data(), DType::kInt64, {2}, {1});
   a.term_size[0] = 2;
   IndexKPlan plan;
   ErrorDetail err;

@@ -43,7 +43,8 @@
 // write that could meet duplicates sorts the targets (stable) and has one thread per target
 // element walk its writers in index order: the same result on every run (sums in the
 // accumulation type, rounded once). An order-free write (one value copied to every position:
-// has_value with combine copy, index_fill's and x[i] = scalar's) stores the same bytes
+// combine copy with has_value, or with a src whose every stride is 0 (one element); index_fill's
+// and x[i] = scalar's) stores the same bytes
 // whichever writer lands last, so it needs no order: the CPU writes it in parallel and CUDA
 // never sorts it, deterministic or not.
 // Accumulation: CPU adds in the storage type in index order, as ATen's CPU kernel does. CUDA
@@ -114,8 +115,9 @@ struct IndexKPlan {
   // Write: whether two positions could reach one element (a planned dim along which self's
   // restrided view does not move); false: a deterministic CUDA write needs no sort.
   bool may_collide = true;
-  // Write: one value copied to every position (has_value, combine copy): every writer of an
-  // element stores the same bytes, so the order of writers never shows (see Determinism).
+  // Write: one value copied to every position (combine copy; has_value, or src one element
+  // seen with stride 0 everywhere): every writer of an element stores the same bytes, so the
+  // order of writers never shows (see Determinism).
   bool order_free = false;
   // Write: the iteration in index (row-major) order, its dims merged only where every operand
   // allows (the CPU's write pass walks it).
