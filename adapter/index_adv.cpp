@@ -24,6 +24,7 @@
 #include <ATen/ops/_index_put_impl_cpu_dispatch.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/index_cpu_dispatch.h>
+#include <ATen/ops/index_fill_cpu_dispatch.h>
 #include <ATen/ops/put_cpu_dispatch.h>
 #include <ATen/ops/take_cpu_dispatch.h>
 #include <c10/util/Exception.h>
@@ -46,7 +47,10 @@ OpStats& adv_stats(OpCode op) {
   static OpStats& index_put = register_op("index_put");
   static OpStats& take = register_op("take");
   static OpStats& put = register_op("put");
+  static OpStats& index_fill = register_op("index_fill");
   switch (op) {
+    case OpCode::kIndexFill:
+      return index_fill;
     case OpCode::kIndexPut:
       return index_put;
     case OpCode::kTake:
@@ -56,6 +60,19 @@ OpStats& adv_stats(OpCode op) {
     default:
       return index;
   }
+}
+
+AdvPrep make_index_k_plan(IndexKCall* call, OpStats& stats, const at::Tensor& self) {
+  ErrorDetail err;
+  const Status st = plan_index_k(call->args, &call->plan, &err);
+  if (st == Status::kUnsupported) {
+    stats.bump(kFallback);
+    return AdvPrep::kFallback;
+  }
+  if (st != Status::kOk)
+    throw_status(op_name(call->args.desc.op), self.is_cuda() ? "cuda" : "cpu", st, err);
+  if (call->plan.vec > 1) stats.bump(kVectorized);
+  return AdvPrep::kRun;
 }
 
 bool adv_same_device(const at::Tensor& self, const OptTensors* indices,
@@ -80,19 +97,6 @@ bool core_dtype(const at::Tensor& t, Combine c) {
   DType dt = DType::kFloat32;
   return to_dtype(t.scalar_type(), &dt) && index_k_supports(dt, Combine::kAdd) &&
          index_k_supports(dt, c);
-}
-
-AdvPrep make_plan(IndexKCall* call, OpStats& stats, const at::Tensor& self) {
-  ErrorDetail err;
-  const Status st = plan_index_k(call->args, &call->plan, &err);
-  if (st == Status::kUnsupported) {
-    stats.bump(kFallback);
-    return AdvPrep::kFallback;
-  }
-  if (st != Status::kOk)
-    throw_status(op_name(call->args.desc.op), self.is_cuda() ? "cuda" : "cpu", st, err);
-  if (call->plan.vec > 1) stats.bump(kVectorized);
-  return AdvPrep::kRun;
 }
 
 // The rank-0 case as one element of rank 1 (ATen's result keeps its 0-dim shape).
@@ -157,7 +161,7 @@ AdvPrep prepare_index(const at::Tensor& self, const OptTensors& indices, at::Ten
   a.out = to_view(out, "index", "out", /*writable=*/true);
   a.desc = IndexedOpDesc{OpCode::kIndex, IndexRole::kRead, Combine::kCopy, true, /*wraps=*/true};
   promote_all(&a, false);
-  const AdvPrep p = make_plan(call, stats, self);
+  const AdvPrep p = make_index_k_plan(call, stats, self);
   if (p == AdvPrep::kRun)
     count_layouts(stats, self, telling_index(t), nullptr, out, !call->plan.loop.fits_int32);
   return p;
@@ -220,7 +224,7 @@ AdvPrep prepare_index_put(const at::Tensor& self, const OptTensors& indices,
   a.desc = IndexedOpDesc{OpCode::kIndexPut, IndexRole::kWrite, c, true, /*wraps=*/true};
   a.deterministic = deterministic;
   promote_all(&a, true);
-  const AdvPrep p = make_plan(call, stats, self);
+  const AdvPrep p = make_index_k_plan(call, stats, self);
   if (p == AdvPrep::kRun)
     count_layouts(stats, self, telling_index(t), &values, self, !call->plan.loop.fits_int32);
   return p;
@@ -274,7 +278,7 @@ AdvPrep prepare_take(const at::Tensor& self, const at::Tensor& index, at::Tensor
   a.out = to_view(out, "take", "out", /*writable=*/true);
   a.desc = IndexedOpDesc{OpCode::kTake, IndexRole::kRead, Combine::kCopy, true, /*wraps=*/true};
   promote_all(&a, false);
-  const AdvPrep p = make_plan(call, stats, self);
+  const AdvPrep p = make_index_k_plan(call, stats, self);
   if (p == AdvPrep::kRun)
     count_layouts(stats, self, index, nullptr, out, !call->plan.loop.fits_int32);
   return p;
@@ -326,7 +330,7 @@ AdvPrep prepare_put(const at::Tensor& self, const at::Tensor& index, const at::T
   a.desc = IndexedOpDesc{OpCode::kPut, IndexRole::kWrite, c, true, /*wraps=*/true};
   a.deterministic = deterministic;
   promote_all(&a, true);
-  const AdvPrep p = make_plan(call, stats, self);
+  const AdvPrep p = make_index_k_plan(call, stats, self);
   if (p == AdvPrep::kRun)
     count_layouts(stats, self, index, &source, self, !call->plan.loop.fits_int32);
   return p;
@@ -337,9 +341,11 @@ void throw_adv_cpu(const IndexKArgs& a, Status st, const ErrorDetail& e) {
     if (a.mode == IndexMode::kUnravel)  // cpu_take_put_kernel's wording
       TORCH_CHECK_INDEX(false, "out of range: tried to access index ", e.value, " on a tensor of ",
                         e.hi, " elements.");
-    // ATen names the index tensor's place among the indexed dims, not self's dim
-    int j = 0;
+    // ATen names the index tensor's place among the indexed dims, not self's dim (but
+    // index_fill_, whose one index addresses `dim`, names `dim`)
+    int64_t j = 0;
     while (j + 1 < a.k && a.term_dim[j] != e.dim) ++j;
+    if (a.desc.op == OpCode::kIndexFill) j = e.dim;
     TORCH_CHECK_INDEX(false, "index ", e.value, " is out of bounds for dimension ", j,
                       " with size ", e.hi);
   }
@@ -365,6 +371,12 @@ struct CpuKernels {
   }
   static T& put_(T& self, const T& index, const T& source, bool accumulate) {
     return at::cpu::put_(self, index, source, accumulate);
+  }
+  static T& index_fill_(T& self, int64_t dim, const T& index, const c10::Scalar& value) {
+    return at::cpu::index_fill_(self, dim, index, value);
+  }
+  static T& index_fill_(T& self, int64_t dim, const T& index, const T& value) {
+    return at::cpu::index_fill_(self, dim, index, value);
   }
 };
 

@@ -11,13 +11,15 @@
 // it to the device. Nothing is copied (stats() counts copies: always 0).
 //
 // index_adv.cpp (CPU) and index_adv_cuda.cpp (CUDA) instantiate AdvIndexOverloads<Backend,
-// Kernels> and register it under the routing names "index", "index_put", "take", "put".
+// Kernels> and register it under the routing names "index", "index_put", "take", "put" and
+// "index_fill" (index_fill.cpp: index_fill_ as one order-free write on the same core).
 // Backend as in backends.h (the constructor taking self alone: these ops check devices with
 // ATen's own wording); Kernels names ATen's leaf kernels for the device (at::cpu:: / at::cuda::
 // index, index_out, _index_put_impl_, take, take_out, put_), which run a call the core does
 // not take (counted "fallback"); they are ATen's whole op, so its checks and errors are ATen's.
 #pragma once
 
+#include <ATen/MemoryOverlap.h>
 #include <ATen/core/List.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/Resize.h>
@@ -45,7 +47,8 @@ struct IndexKCall {
   std::vector<at::Tensor> keep;
 };
 
-// The stats entry of kIndex, kIndexPut, kTake or kPut: "index", "index_put", "take", "put".
+// The stats entry of kIndex, kIndexPut, kTake, kPut or kIndexFill: "index", "index_put", "take",
+// "put", "index_fill".
 OpStats& adv_stats(OpCode op);
 
 // What a prepare_* decided.
@@ -73,6 +76,23 @@ AdvPrep prepare_take(const at::Tensor& self, const at::Tensor& index, at::Tensor
                      bool out_given, IndexKCall* call);
 AdvPrep prepare_put(const at::Tensor& self, const at::Tensor& index, const at::Tensor& source,
                     bool accumulate, IndexKCall* call);
+
+// index_fill_'s value: a Scalar, or a 0-dim tensor on self's device in self's dtype that the core
+// reads where it lies (exactly one of the two is set).
+struct FillValue {
+  const c10::Scalar* scalar = nullptr;
+  const at::Tensor* tensor = nullptr;
+};
+
+// index_fill_ (index_fill.cpp): ATen's checks in its order and wording, then one order-free
+// write of the value along `dim` (self restrided with stride 0 on it, the index seen with
+// stride 0 along every other dim, negative values wrapped).
+AdvPrep prepare_index_fill(at::Tensor& self, int64_t dim, const at::Tensor& index,
+                           const FillValue& value, IndexKCall* call);
+
+// Plans call->args: kRun (vectorized counted), kFallback (the core declines: kUnsupported,
+// counted), or the core's refusal raised.
+AdvPrep make_index_k_plan(IndexKCall* call, OpStats& stats, const at::Tensor& self);
 
 // Raises a non-ok core status on the CPU with ATen's wording: IndexError "index 5 is out of
 // bounds for dimension 0 with size 5" (dimension = the index tensor's place among the indexed
@@ -231,6 +251,57 @@ struct AdvIndexOverloads {
     return copy_out(put(self, index, source, accumulate), out);
   }
 
+  // ---- index_fill_ (int_Scalar, int_Tensor), and index_fill / its out= forms as ATen's
+  // composites make them (a clone of self filled; out= resized to it and copied); the Dimname
+  // overloads resolve the name and call these
+  static T& fill_into(T& self, int64_t dim, const T& index, const FillValue& value) {
+    OpStats& stats = adv_stats(OpCode::kIndexFill);
+    CallScope scope(stats, B::kDevice);
+    if (ours(self, nullptr, {&index, value.tensor})) {
+      B b(self);
+      b.begin();
+      IndexKCall call;
+      const AdvPrep p = prepare_index_fill(self, dim, index, value, &call);
+      if (p == AdvPrep::kDone || (p == AdvPrep::kRun && run(b, stats, call))) return self;
+    } else {
+      stats.bump(kFallback);
+    }
+    if (value.tensor != nullptr) return K::index_fill_(self, dim, index, *value.tensor);
+    return K::index_fill_(self, dim, index, *value.scalar);
+  }
+  static T& index_fill_scalar_(T& self, int64_t dim, const T& index, const c10::Scalar& value) {
+    return fill_into(self, dim, index, FillValue{&value, nullptr});
+  }
+  static T& index_fill_tensor_(T& self, int64_t dim, const T& index, const T& value) {
+    TORCH_CHECK(value.dim() == 0,
+                "index_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
+                value.dim(), " dimension(s).");
+    // ATen reads the value to the host (item(): a synchronization for a device tensor), then
+    // fills through the dispatcher. A device value in self's dtype that does not overlap self
+    // is the same bytes read where it lies: no synchronization, nothing to convert.
+    if (!value.is_cpu() && value.device() == self.device() &&
+        value.scalar_type() == self.scalar_type() &&
+        at::get_overlap_status(self, value) == at::MemOverlapStatus::No)
+      return fill_into(self, dim, index, FillValue{nullptr, &value});
+    return self.index_fill_(dim, index, value.item());
+  }
+  static T index_fill_scalar(const T& self, int64_t dim, const T& index, const c10::Scalar& value) {
+    T r = self.clone(at::MemoryFormat::Preserve);
+    return index_fill_scalar_(r, dim, index, value);
+  }
+  static T index_fill_tensor(const T& self, int64_t dim, const T& index, const T& value) {
+    T r = self.clone(at::MemoryFormat::Preserve);
+    return index_fill_tensor_(r, dim, index, value);
+  }
+  static T& index_fill_scalar_out(const T& self, int64_t dim, const T& index,
+                                  const c10::Scalar& value, T& out) {
+    return copy_out(index_fill_scalar(self, dim, index, value), out);
+  }
+  static T& index_fill_tensor_out(const T& self, int64_t dim, const T& index, const T& value,
+                                  T& out) {
+    return copy_out(index_fill_tensor(self, dim, index, value), out);
+  }
+
   // The install functions of the switchable ops (OverrideSpec::install).
   static void install_index(torch::Library& m) {
     m.impl("index.Tensor", TORCH_FN(index));
@@ -248,14 +319,23 @@ struct AdvIndexOverloads {
     m.impl("take", TORCH_FN(take));
     m.impl("take.out", TORCH_FN(take_out));
   }
+  static void install_index_fill(torch::Library& m) {
+    m.impl("index_fill_.int_Scalar", TORCH_FN(index_fill_scalar_));
+    m.impl("index_fill_.int_Tensor", TORCH_FN(index_fill_tensor_));
+    m.impl("index_fill.int_Scalar", TORCH_FN(index_fill_scalar));
+    m.impl("index_fill.int_Tensor", TORCH_FN(index_fill_tensor));
+    m.impl("index_fill.int_Scalar_out", TORCH_FN(index_fill_scalar_out));
+    m.impl("index_fill.int_Tensor_out", TORCH_FN(index_fill_tensor_out));
+  }
   static void install_put(torch::Library& m) {
     m.impl("put_", TORCH_FN(put_));
     m.impl("put", TORCH_FN(put));
     m.impl("put.out", TORCH_FN(put_out));
   }
 
-  // Registers the four ops for `key` (the op files' namespace-scope initializers call this).
+  // Registers the five ops for `key` (the op files' namespace-scope initializers call this).
   static int register_all(c10::DispatchKey key, const char* file) {
+    add_override({"index_fill", key, &install_index_fill, file, __LINE__});
     add_override({"index", key, &install_index, file, __LINE__});
     add_override({"index_put", key, &install_index_put, file, __LINE__});
     add_override({"take", key, &install_take, file, __LINE__});

@@ -3,6 +3,7 @@
 // among them), and the CUDA registrations over the CUDA backend (cuda_backend.h).
 #include <ATen/ops/_index_put_impl_cuda_dispatch.h>
 #include <ATen/ops/index_cuda_dispatch.h>
+#include <ATen/ops/index_fill_cuda_dispatch.h>
 #include <ATen/ops/put_cuda_dispatch.h>
 #include <ATen/ops/take_cuda_dispatch.h>
 
@@ -30,6 +31,12 @@ struct CudaKernels {
   }
   static T& put_(T& self, const T& index, const T& source, bool accumulate) {
     return at::cuda::put_(self, index, source, accumulate);
+  }
+  static T& index_fill_(T& self, int64_t dim, const T& index, const c10::Scalar& value) {
+    return at::cuda::index_fill_(self, dim, index, value);
+  }
+  static T& index_fill_(T& self, int64_t dim, const T& index, const T& value) {
+    return at::cuda::index_fill_(self, dim, index, value);
   }
 };
 

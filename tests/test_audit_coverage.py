@@ -5,8 +5,8 @@ status "native", never the backend's "pass"; the report says who ran each varian
 - the planted backend restricted to gather: gather is the backend's, scatter_add native
   (JSON, counts, text report); take_along_dim (CompositeImplicitAutograd) is the backend's
   through gather, and its failures stay failures
-- --backend stridewise (when the native library is built): the scatter family and gather are
-  its, index_fill is native
+- --backend stridewise (when the native library is built): the scatter family, gather and
+  index_fill are its; an op its enable() excludes (index_fill) is native
 - without --backend nothing changes; the dispatcher snapshot and diff on their own
 
 Seeds: STRIDEWISE_SEED when set, else random per run (printed on failure).
@@ -147,13 +147,15 @@ def _stridewise_built() -> bool:
     return r.returncode == 0
 
 
-def test_stridewise_runs_the_scatter_family_and_gather_not_index_fill(tmp_path, capsys):
+def test_stridewise_runs_the_scatter_family_and_gather_not_an_excluded_op(tmp_path, capsys):
+    """stridewise routes every spec'd op; with index_fill excluded from its enable() (the
+    backend's own call arguments), index_fill's variants run natively and are counted so."""
     if not _stridewise_built():
         pytest.skip("the stridewise native library is not built")
     ops = ("gather", "scatter.src", "scatter.value_reduce", "scatter_add", "scatter_reduce",
            "index_fill")
     rc, rep, text = audit(tmp_path, capsys, "--ops", ",".join(ops), "--matrix", "quick", "--ranks", "1",
-                          "--dtypes", "float32,int64", "--backend", "stridewise")
+                          "--dtypes", "float32,int64", "--backend", "stridewise:enable(None, [index_fill])")
     cov = rep["coverage"]
     for op in ops[:-1]:
         assert {e["ran_by"] for e in cov[op].values()} == {"backend"}, (op, ctx(rep))
@@ -163,6 +165,16 @@ def test_stridewise_runs_the_scatter_family_and_gather_not_index_fill(tmp_path, 
     c = rep["ops"]["index_fill"]["counts"]
     assert c["pass"] == 0 and c["native"] > 0, ctx(rep)
     assert "the backend runs 14 of 20 op variants" in text, text  # index_fill{,.Tensor}: 6
+
+
+def test_stridewise_runs_index_fill(tmp_path, capsys):
+    if not _stridewise_built():
+        pytest.skip("the stridewise native library is not built")
+    rc, rep, text = audit(tmp_path, capsys, "--ops", "index_fill,index_fill.Tensor", "--matrix", "quick",
+                          "--ranks", "1", "--dtypes", "float32", "--backend", "stridewise")
+    for op in ("index_fill", "index_fill.Tensor"):
+        assert {e["ran_by"] for e in rep["coverage"][op].values()} == {"backend"}, (op, ctx(rep))
+        assert rep["ops"][op]["counts"]["native"] == 0 and rep["ops"][op]["counts"]["pass"] > 0, ctx(rep)
 
 
 def test_without_a_backend_nothing_changes(tmp_path, capsys):

@@ -3,7 +3,8 @@ the embedding spec of audit/specs/flat_adv.py) against stridewise, with --guard:
 storage ends at a guard page, so a read or write one element past a view faults.
 
 One audit per spec: index_select, index_add (alpha 1 and 3), index_copy, index_reduce (each
-reduce, include_self both) and embedding (func and out=). Each must report 0 failures with every
+reduce, include_self both), embedding (func and out=) and index_fill (a Scalar and a 0-dim tensor
+value; func, in place, out=). Each must report 0 failures with every
 variant run by stridewise (the report's coverage), and stridewise's own counters (collected from
 the audit's workers as tests/test_scatter_matrix.py does) must show the op ran on stridewise with
 non-contiguous operands counted, no copy made, out-of-range cases raised by us, and ATen's
@@ -28,6 +29,8 @@ SPECS = {  # spec -> (stats key, has a source operand)
     "index_copy": ("index_copy", True),
     "index_reduce": ("index_reduce", True),
     "embedding": ("embedding", False),
+    "index_fill": ("index_fill", False),
+    "index_fill.Tensor": ("index_fill", False),  # its 0-dim value: never strided
 }
 
 

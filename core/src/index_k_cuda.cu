@@ -3,10 +3,11 @@
 //
 // A call is one kernel for a read; for a write: a validation kernel (raises the call's abort
 // word on a bad value), then the copy or atomic kernel, which writes nothing once the word is
-// raised. The sorted path (the narrow types' adds; deterministic writes that may meet
-// duplicates): keys (validating), CUB's stable radix sort, then, per element written, its
-// first writer walks the run in index order (a block per sorted position for long rows, a
-// thread per (position, row element) otherwise). No host synchronization unless
+// raised. The sorted fill (fill_rows_path: an order-free write whose index every row shares):
+// keys, CUB's sort, then a store per (row, sorted key). The sorted path (the narrow types' adds;
+// deterministic writes that may meet duplicates): keys (validating), CUB's stable radix sort, then,
+// per element written, its first writer walks the run in index order (a block per sorted position
+// for long rows, a thread per (position, row element) otherwise). No host synchronization unless
 // CudaCheckMode::kSync.
 #include <cuda_runtime.h>
 
@@ -112,6 +113,12 @@ __global__ void __launch_bounds__(kThreads) seg_flat_kernel(const SegParams<I, D
   }
 }
 
+template <typename U, typename I, int D>
+__global__ void __launch_bounds__(kThreads) fill_rows_kernel(const FillParams<I, D> a) {
+  if (aborted(a.abort)) return;
+  fill_rows_thread<U>(a, I(blockIdx.x), I(threadIdx.x), I(gridDim.x));
+}
+
 __global__ void clear_abort_kernel(int64_t* word) {
   *word = 0;
 }
@@ -166,18 +173,49 @@ SortSpace sort_space(const IndexKPlan& p, void* base) {
   return w;
 }
 
+// keys_kernel over IndexKPlan::seq (validating: a bad value raises the abort word), then CUB's
+// radix sort of the keys; *sorted receives the buffer that holds them in order.
 template <typename I, int D>
-Status launch_sorted(const IndexKArgs& args, const IndexKPlan& plan, void* ws, CudaErrorRecord* rec,
-                     AbortWord abort, cudaStream_t s) {
-  SortSpace w = sort_space(plan, ws);
+Status sort_keys(const IndexKArgs& args, const IndexKPlan& plan, const SortSpace& w,
+                 CudaErrorRecord* rec, AbortWord abort, cudaStream_t s,
+                 cub::DoubleBuffer<uint64_t>* k, cub::DoubleBuffer<int64_t>* v) {
   const Params<I, D> p = make_params<I, D>(args, plan, plan.seq, rec, abort);
   keys_kernel<I, D><<<grid_for(plan.seq.numel, int64_t(kThreads) * kUnroll), kThreads, 0, s>>>(
       p, w.keys[0], w.vals[0]);
-  cub::DoubleBuffer<uint64_t> k(w.keys[0], w.keys[1]);
-  cub::DoubleBuffer<int64_t> v(w.vals[0], w.vals[1]);
-  if (cub::DeviceRadixSort::SortPairs(w.temp, w.temp_bytes, k, v, plan.seq.numel, 0, key_bits(args),
+  *k = cub::DoubleBuffer<uint64_t>(w.keys[0], w.keys[1]);
+  *v = cub::DoubleBuffer<int64_t>(w.vals[0], w.vals[1]);
+  size_t temp_bytes = w.temp_bytes;
+  if (cub::DeviceRadixSort::SortPairs(w.temp, temp_bytes, *k, *v, plan.seq.numel, 0, key_bits(args),
                                       s) != cudaSuccess)
     return Status::kDeviceError;
+  return Status::kOk;
+}
+
+// The sorted fill (fill_rows_path): the sorted keys, then one store per (row, key).
+template <typename I, int D>
+Status launch_fill_rows(const IndexKArgs& args, const IndexKPlan& plan, void* ws,
+                        CudaErrorRecord* rec, AbortWord abort, cudaStream_t s) {
+  const SortSpace w = sort_space(plan, ws);
+  cub::DoubleBuffer<uint64_t> k;
+  cub::DoubleBuffer<int64_t> v;
+  const Status st = sort_keys<I, D>(args, plan, w, rec, abort, s, &k, &v);
+  if (st != Status::kOk) return st;
+  const FillParams<I, D> f = make_fill_params<I, D>(args, plan, k.Current(), abort);
+  const unsigned blocks = grid_for(int64_t(f.numel), int64_t(kThreads) * kUnroll);
+  return cuda_gather::with_unit(int(elem_size(args.self.dtype)), [&](auto ut) {
+    fill_rows_kernel<typename decltype(ut)::type, I, D><<<blocks, kThreads, 0, s>>>(f);
+    return Status::kOk;
+  });
+}
+
+template <typename I, int D>
+Status launch_sorted(const IndexKArgs& args, const IndexKPlan& plan, void* ws, CudaErrorRecord* rec,
+                     AbortWord abort, cudaStream_t s) {
+  const SortSpace w = sort_space(plan, ws);
+  cub::DoubleBuffer<uint64_t> k;
+  cub::DoubleBuffer<int64_t> v;
+  const Status st = sort_keys<I, D>(args, plan, w, rec, abort, s, &k, &v);
+  if (st != Status::kOk) return st;
   const SegParams<I, D> g = make_seg_params<I, D>(args, plan, k.Current(), v.Current(), abort);
   const int64_t n = plan.seq.numel * plan.row.numel;
   const bool rows = plan.row.numel >= kThreads || !std::is_same<I, uint32_t>::value;
@@ -213,6 +251,7 @@ Status launch(const IndexKArgs& args, const IndexKPlan& plan, void* ws, CudaErro
   return with_offsets(plan.loop.fits_int32, rank, [&](auto it, auto dims) -> Status {
     using I = typename decltype(it)::type;
     constexpr int D = decltype(dims)::value;
+    if (fill_rows_path(args, plan)) return launch_fill_rows<I, D>(args, plan, ws, rec, abort, s);
     if (sorted_path(args, plan)) return launch_sorted<I, D>(args, plan, ws, rec, abort, s);
     const Params<I, D> p = make_params<I, D>(args, plan, plan.loop, rec, abort);
     const unsigned blocks = grid_for(int64_t(p.numel), int64_t(kThreads) * kUnroll);
@@ -244,7 +283,7 @@ Status launch(const IndexKArgs& args, const IndexKPlan& plan, void* ws, CudaErro
 }  // namespace cuda_index_k
 
 size_t index_k_cuda_workspace_bytes(const IndexKArgs& args, const IndexKPlan& plan) {
-  if (plan.loop.numel == 0 || !cuda_index_k::sorted_path(args, plan)) return 0;
+  if (plan.loop.numel == 0 || !cuda_index_k::sorts(args, plan)) return 0;
   return static_cast<size_t>(cuda_index_k::sort_space(plan, nullptr).total);
 }
 

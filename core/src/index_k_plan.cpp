@@ -1,4 +1,5 @@
 // Advanced indexing: argument checks and loop planning; see index_k.h for the contract.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -119,8 +120,9 @@ LoopPlan<1> plan_unravel(const StridedView& t) {
 }
 
 // The vector width (elements) for copies whose fastest planned dim is a run under one set of
-// index values: unit strides on both dense operands, no index stride, every other stride and
-// the indexed strides multiples of the width, data aligned to it.
+// index values: unit strides on both dense operands (self alone for one value), no index
+// stride, every other stride and the indexed strides multiples of the width, data aligned to
+// it.
 int pick_vec(const IndexKArgs& a, const IndexKPlan& p) {
   const LoopPlan<kIkOperands>& L = p.loop;
   const int64_t es = elem_size(a.self.dtype);
@@ -129,7 +131,9 @@ int pick_vec(const IndexKArgs& a, const IndexKPlan& p) {
     return 1;
   for (int j = 0; j < kMaxIndexTerms; ++j)
     if (L.strides[kIkIndex0 + j][0] != 0) return 1;
-  if (L.strides[kIkWritten][0] != 1 || L.strides[kIkOther][0] != 1) return 1;
+  // One value (has_value): nothing to read, the kernel stores it replicated across the unit.
+  const bool value = writes(a) && a.has_value;
+  if (L.strides[kIkWritten][0] != 1 || (!value && L.strides[kIkOther][0] != 1)) return 1;
   const void* dense = writes(a) ? a.src.data : a.out.data;
   int64_t vec = 1;
   while (vec * 2 * es <= 16) vec *= 2;
@@ -141,6 +145,50 @@ int pick_vec(const IndexKArgs& a, const IndexKPlan& p) {
     if (ok) return static_cast<int>(vec);
   }
   return 1;
+}
+
+// A write's loop nest in the order of self's memory: along a dim where self's restrided view
+// does not move but an index does, the write moves by that term's stride (the smallest of
+// them), so the planner orders by those strides too (an ordering operand in front, dropped
+// after). Without it every such dim is a broadcast that says nothing about order, and a
+// transposed self filled along its outer dim was walked across memory rows.
+LoopPlan<kIkOperands> plan_write_loop(const IndexKArgs& a, const StridedView& dense,
+                                      const int64_t* const* strides, const int64_t* extra) {
+  int64_t reach[kMaxRank];
+  for (int d = 0; d < dense.rank; ++d) {
+    reach[d] = strides[kIkWritten][d];
+    if (reach[d] != 0) continue;
+    for (int j = 0; j < a.k; ++j)
+      if (strides[kIkIndex0 + j][d] != 0)
+        reach[d] = reach[d] == 0 ? a.term_stride[j] : std::min(reach[d], a.term_stride[j]);
+  }
+  const int64_t* with[kIkOperands + 1];
+  int64_t with_extra[kIkOperands + 1] = {};
+  with[0] = reach;
+  for (int k = 0; k < kIkOperands; ++k) {
+    with[k + 1] = strides[k];
+    with_extra[k + 1] = extra[k];
+  }
+  const LoopPlan<kIkOperands + 1> l =
+      plan_loop<kIkOperands + 1>(dense.rank, dense.sizes, with, with_extra);
+  LoopPlan<kIkOperands> o;
+  o.rank = l.rank;
+  o.numel = l.numel;
+  bool fits = l.numel <= INT32_MAX;
+  for (int k = 0; k < kIkOperands; ++k) {
+    int64_t extent = extra[k];
+    for (int d = 0; d < l.rank; ++d) {
+      o.strides[k][d] = l.strides[k + 1][d];
+      extent += (l.sizes[d] - 1) * l.strides[k + 1][d];
+    }
+    fits = fits && extent >= 0 && extent <= INT32_MAX;
+  }
+  for (int d = 0; d < l.rank; ++d) {
+    o.sizes[d] = l.sizes[d];
+    o.perm[d] = l.perm[d];
+  }
+  o.fits_int32 = fits;
+  return o;
 }
 
 // The write's iteration in index order (a position counter as operand 0 keeps plan_loop from
@@ -221,7 +269,9 @@ Status plan_index_k(const IndexKArgs& args, IndexKPlan* plan, ErrorDetail* err) 
     for (int j = 0; j < args.k; ++j)
       if (args.term_size[j] > 0) extra[self_slot] += (args.term_size[j] - 1) * args.term_stride[j];
   }
-  p.loop = plan_loop<kIkOperands>(dense.rank, dense.sizes, strides, extra);
+  p.loop = w && args.mode == IndexMode::kSum
+               ? plan_write_loop(args, dense, strides, extra)
+               : plan_loop<kIkOperands>(dense.rank, dense.sizes, strides, extra);
   if (args.mode == IndexMode::kUnravel)
     p.loop.fits_int32 = p.loop.fits_int32 && p.unravel.fits_int32;
   p.vec = pick_vec(args, p);

@@ -17,7 +17,8 @@ scatter over views: "index_select", "index_add", "index_copy", "index_reduce"
 (prod/mean/amax/amin, include_self), "embedding" and "embedding_dense_backward"; advanced
 indexing on k index tensors: "index" (x[i], x[:, i], x[i, j], x[mask]), "index_put" (x[i] = v,
 x[i] += v, index_put / index_put_ / _index_put_impl_, the backward of x[i]), "take" and "put"
-(put_ / put, accumulate).
+(put_ / put, accumulate), and "index_fill" (index_fill / index_fill_ with a Scalar or a 0-dim
+tensor value, negative indices wrapped).
 
 All op logic is native; this module only forwards. See docs/python_api.md.
 """
@@ -73,14 +74,15 @@ def supported_ops() -> List[str]:
     """Ops stridewise implements (and enable() accepts):
     ['gather', 'scatter', 'scatter_add', 'scatter_reduce', 'index_select', 'index_add',
     'index_copy', 'index_reduce', 'embedding', 'embedding_dense_backward', 'index', 'index_put',
-    'take', 'put'] (order not guaranteed)."""
+    'take', 'put', 'index_fill'] (order not guaranteed)."""
     return list(_ops._supported())
 
 
 def enable(include: Names = None, exclude: Names = None) -> List[str]:
     """Routes the aten:: forms of the selected ops (torch.gather, Tensor.gather, out=, ...;
     torch.scatter / Tensor.scatter_ / scatter_add / scatter_reduce, with their in-place and out=
-    forms; x[i], x[i] = v, x[i] += v, torch.take, Tensor.put_ and the backward of x[i]) on CPU
+    forms; x[i], x[i] = v, x[i] += v, torch.take, Tensor.put_, Tensor.index_fill_ and the
+    backward of x[i]) on CPU
     and CUDA to stridewise. ``include`` None/empty means every supported op;
     ``exclude`` removes ops. Replaces any previous selection. Returns the ops now enabled.
     Unknown names raise ValueError. Autograd keeps ATen's formulas.

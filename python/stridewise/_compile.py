@@ -64,6 +64,7 @@ _PACKETS = {
     "index_put": ("index_put", "index_put_", "_index_put_impl", "_index_put_impl_"),
     "take": ("take",),
     "put": ("put", "put_"),
+    "index_fill": ("index_fill", "index_fill_"),
 }
 
 _pass: Optional[Any] = None  # the installed pass object (None: not installed)

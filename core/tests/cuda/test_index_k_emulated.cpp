@@ -117,6 +117,36 @@ TEST(IndexKEmulated, BodiesMatchReference) {
   EXPECT_LT(raced, 60);  // most write copies were compared
 }
 
+// The sorted fill's launch sequence: keys over IndexKPlan::seq (validating), a stable sort of
+// the keys (CUB's on the GPU), then fill_rows_thread over every (row, sorted key). Returns
+// whether a bad value was met (then nothing is written, as the abort word decides).
+template <typename I, int D>
+bool emulate_fill_rows(const stridewise::IndexKArgs& a, const IndexKPlan& plan) {
+  int64_t word = 0;
+  const ik::AbortWord abort{&word, 1};
+  const ik::Params<I, D> p = ik::make_params<I, D>(a, plan, plan.seq, nullptr, abort);
+  std::vector<uint64_t> keys(static_cast<size_t>(plan.seq.numel));
+  std::vector<int64_t> vals(keys.size());
+  ik::Bad bad;
+  const I g = grid_of<I>(plan.seq.numel);
+  for (I b = 0; b < g; ++b)
+    for (I t = 0; t < I(ik::kThreads); ++t)
+      ik::keys_thread(p, keys.data(), vals.data(), b, t, g, bad);
+  if (bad.b.any) return true;
+  std::stable_sort(keys.begin(), keys.end());
+  const ik::FillParams<I, D> f = ik::make_fill_params<I, D>(a, plan, keys.data(), abort);
+  const I gf = grid_of<I>(int64_t(f.numel));
+  const Status s =
+      stridewise::cuda_gather::with_unit(int(stridewise::elem_size(a.self.dtype)), [&](auto ut) {
+        for (I b = 0; b < gf; ++b)
+          for (I t = 0; t < I(ik::kThreads); ++t)
+            ik::fill_rows_thread<typename decltype(ut)::type>(f, b, t, gf);
+        return Status::kOk;
+      });
+  EXPECT_EQ(s, Status::kOk);
+  return false;
+}
+
 // index_fill's one-value writes (duplicates, an expanded self): every writer of an element
 // stores the same bytes, so the grid's order cannot show and every case is compared; a
 // deterministic call stays off the sorted path (nothing to order).
@@ -124,6 +154,7 @@ TEST(IndexKEmulated, OrderFreeFillMatchesReference) {
   const uint64_t seed = test_seed();
   Rng rng(seed);
   const DType dts[] = {DType::kFloat32, DType::kInt8, DType::kBFloat16, DType::kComplex64};
+  int vectorized = 0, sorted = 0;
   for (int trial = 0; trial < 200; ++trial) {
     IndexKCase c = make_fill_case(rng, dts[trial % 4]);
     c.args.deterministic = trial % 2 == 0;
@@ -132,10 +163,79 @@ TEST(IndexKEmulated, OrderFreeFillMatchesReference) {
     ErrorDetail err;
     ASSERT_EQ(stridewise::plan_index_k(c.args, &plan, &err), Status::kOk) << err.message;
     EXPECT_FALSE(ik::sorted_path(c.args, plan)) << c.describe();
+    vectorized += plan.vec > 1;
+    const std::vector<unsigned char> before(c.self.base(), c.self.base() + c.self.storage_bytes());
     EXPECT_FALSE(emulate_any(c.args, plan, trial % 5 == 0)) << c.describe();
     EXPECT_EQ(diff_bytes(c.self.base(), want.data(), want.size()), "")
         << "seed " << seed << " trial " << trial << " " << c.describe();
+    if (ik::fill_rows_fits(c.args, plan) && numel(c.shape) > 0) {  // the sorted fill's body
+      ++sorted;
+      std::memcpy(c.self.base(), before.data(), before.size());
+      EXPECT_FALSE((emulate_fill_rows<uint32_t, 6>(c.args, plan))) << c.describe();
+      EXPECT_EQ(diff_bytes(c.self.base(), want.data(), want.size()), "")
+          << "sorted fill, seed " << seed << " trial " << trial << " " << c.describe();
+    }
     if (HasFailure()) return;
+  }
+  EXPECT_GT(vectorized, 5);  // a value stored in vector units
+  EXPECT_GT(sorted, 40);
+}
+
+// The sorted fill is chosen for index_fill's column shape (many rows sharing many index values
+// along self's unit-stride dim) and not for its row shape (the index along the outer dim: the
+// plain kernel stores whole rows in vector units, its fastest planned dim self's unit stride,
+// also for a transposed self); a bad value in the sorted fill writes nothing.
+TEST(IndexKEmulated, SortedFillIsChosenForColumnsAndStopsOnABadValue) {
+  Rng rng(test_seed());
+  struct Shape {
+    std::vector<int64_t> sizes, strides;
+    int64_t dim;
+    bool sorted;
+  };
+  const Shape shapes[] = {{{64, 1024}, {1024, 1}, 1, true},
+                          {{64, 1024}, {1024, 1}, 0, false},
+                          {{1024, 64}, {1, 1024}, 0, true},  // a transposed self
+                          {{1024, 64}, {1, 1024}, 1, false}};
+  for (const Shape& sh : shapes) {
+    IndexKCase c;
+    c.self = make_tensor(DType::kFloat32, sh.sizes, sh.strides, 0);
+    const int64_t d = sh.dim, m = 300, n = sh.sizes[d];
+    c.idx.push_back(make_tensor(DType::kInt64, {m}, {1}, 0));
+    fill_index(rng, c.idx[0], -n, n - 1);
+    stridewise::IndexKArgs& a = c.args;
+    a.desc = {stridewise::OpCode::kIndexFill, IndexRole::kWrite, Combine::kCopy, true, true};
+    c.shape = sh.sizes;
+    c.shape[d] = m;
+    a.self = c.self.view;
+    a.self.sizes[d] = m;
+    a.self.strides[d] = 0;
+    a.target = c.self.view;
+    a.index[0] = c.idx[0].view;
+    a.index[0].rank = 2;
+    a.index[0].sizes[0] = c.shape[0];
+    a.index[0].sizes[1] = c.shape[1];
+    a.index[0].strides[d] = 1;
+    a.index[0].strides[1 - d] = 0;
+    a.term_size[0] = n;
+    a.term_stride[0] = sh.strides[d];
+    a.term_dim[0] = d;
+    a.src = a.self;
+    a.src.data = nullptr;
+    a.src.strides[0] = a.src.strides[1] = 0;
+    a.has_value = true;
+    const float v = 2.5f;
+    std::memcpy(a.value, &v, 4);
+    IndexKPlan plan;
+    ErrorDetail err;
+    ASSERT_EQ(stridewise::plan_index_k(a, &plan, &err), Status::kOk) << err.message;
+    EXPECT_EQ(ik::fill_rows_path(a, plan), sh.sorted) << "dim " << d;
+    EXPECT_EQ(plan.loop.strides[stridewise::kIkWritten][0], sh.sorted ? 0 : 1) << "dim " << d;
+    EXPECT_EQ(plan.vec, sh.sorted ? 1 : 4) << "dim " << d;
+    if (!sh.sorted) continue;
+    plant_bad_index(rng, c, 0, true);
+    const std::vector<unsigned char> before(c.self.base(), c.self.base() + c.self.storage_bytes());
+    EXPECT_TRUE((emulate_fill_rows<uint32_t, 6>(a, plan)));
+    EXPECT_EQ(diff_bytes(c.self.base(), before.data(), before.size()), "");
   }
 }
 
