@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""stridewise's dim-indexed ops vs ATen on one CUDA device, measured in the same
-run with bench_scatter.py's method and columns (FlagGems is not in this driver yet: see
-docs/index_ops.md).
+"""stridewise's dim-indexed ops vs ATen and FlagGems on one CUDA device, measured in the same
+run with bench_scatter.py's method and columns (FlagGems: bench/fg_common.py, where its import
+works and it registers the op).
 
     PYTHONPATH=python python3 bench/bench_index.py                   # every case, 3 dtypes
     PYTHONPATH=python python3 bench/bench_index.py --quick --cases moe_index_add --dtypes bfloat16
@@ -24,6 +24,16 @@ Cases (issue 21's list; T*k = 131072 rows of H = 4096 into T = 16384 for the MoE
   embedding_fwd     embedding.out(weight (65536, 1024), ids (32, 1024) uniform)
   embedding_bwd     embedding_dense_backward(grad (32, 1024, 1024), ids, 65536) copied into a
                     preallocated out (the copy is in both sides' time)
+  fill_cols         self (8192, 16384).index_fill_(1, 1024 distinct random columns, 3.0): one
+                    element per 32-byte sector along a row (issue 33's case)
+  fill_cols_64      the same with 64 columns (below the sorted fill's 256 keys)
+  fill_cols_t       fill_cols' call on a self stored transposed (randn(16384, 8192).t()): each
+                    filled column is a contiguous run in memory
+  fill_rows         self (8192, 16384).index_fill_(0, 1024 distinct random rows, 3.0)
+  fill_rows_t       fill_rows' call on the transposed self: scattered along memory rows
+The fills' bytes per call are the index plus the 32-byte sectors of self they write, each once
+(bytes_of_fill); the copy reference copies self's bytes. "limit" is those bytes at the copy's
+GB/s.
 Each case also runs in deterministic mode for ours and ATen ("det" columns). The results go to
 $OUT (or bench/results) as bench_index.md / .json / .png.
 """
@@ -116,6 +126,38 @@ def embedding(backward):
     return make
 
 
+def fill(dim, m=1024, transposed=False):
+    def make(dtype, device, gen, shrink):
+        R, C = 8192 // shrink, 16384 // shrink
+        self_ = _randn((C, R), dtype, device, gen).t() if transposed else _randn((R, C), dtype, device, gen)
+        k = max(1, m // shrink)
+        idx = torch.randperm(self_.size(dim), device=device, generator=gen)[:k]
+        ref = torch.empty(R * C, dtype=dtype, device=device)  # the copy reference: self's bytes
+        fn = lambda o, i, s: o.index_fill_(dim, i, 3.0)  # noqa: E731
+        t = " (self transposed)" if transposed else ""
+        return self_, idx, ref, fn, f"({R},{C}){t} dim {dim} <- {k} {'columns' if dim else 'rows'}", 0
+    return make
+
+
+def bytes_of_fill(dim):
+    """The index's bytes plus the 32-byte sectors of self the fill writes, each counted once:
+    a marker with self's layout is filled the same way and its storage read by sector."""
+    def count(out0, i0):
+        n = out0.untyped_storage().nbytes()
+        mark = torch.zeros(n, dtype=torch.uint8, device=out0.device)
+        es = out0.element_size()
+        view = mark.view(-1, es)[:, 0].as_strided(out0.size(), out0.stride(), out0.storage_offset())
+        view.index_fill_(dim, i0, 1)
+        sectors = int(mark[: n // 32 * 32].view(-1, 32).amax(1).sum())
+        return 32 * sectors + i0.numel() * i0.element_size()
+    return count
+
+
+FILLS = {
+    "fill_cols": (1, 1024, False), "fill_cols_64": (1, 64, False), "fill_cols_t": (1, 1024, True),
+    "fill_rows": (0, 1024, False), "fill_rows_t": (0, 1024, True),
+}
+
 CASES = {
     "moe_index_add": (moe(), "index_add"),
     "moe_index_add_nc": (moe(contiguous=False), "index_add"),
@@ -130,6 +172,7 @@ CASES = {
     "copy_rows": (copy_rows, "index_copy"),
     "embedding_fwd": (embedding(False), "embedding"),
     "embedding_bwd": (embedding(True), "embedding_dense_backward"),
+    **{name: (fill(*spec), "index_fill") for name, spec in FILLS.items()},
 }
 
 
@@ -141,6 +184,11 @@ def main(argv=None):
         bs.MAKERS[name] = make
         bs.OP_OF[name] = op
     bs.CASE_ORDER[:] = list(CASES)
+    bs.BYTES_OF.clear()
+    bs.BYTES_OF.update({name: bytes_of_fill(spec[0]) for name, spec in FILLS.items()})
+    bs.EXACT_OPS = bs.EXACT_OPS + ("index_fill",)  # a fill moves bytes: bitwise equal to ATen
+    bs.BYTES_NOTE = ("src read + index storage addressed + 2 x out bytes touched; the fills: index + "
+                     "32-byte sectors of self written, each once")
     argv = list(sys.argv[1:] if argv is None else argv)
     if not any(a.startswith("--cases") for a in argv):
         argv += ["--cases", ",".join(CASES)]

@@ -84,7 +84,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fg_common as fgc  # noqa: E402
 from bench_gather import DTYPES, ROOT, Timer, bitwise_equal, header, index_bytes, run_batches, pick_inner  # noqa: E402
-from scatter_cases import (CASE_GROUPS, CASE_ORDER, MAKERS, OP_OF, _randn,  # noqa: E402,F401
+from scatter_cases import (BYTES_OF, CASE_GROUPS, CASE_ORDER, MAKERS, OP_OF, _randn,  # noqa: E402,F401
                            make_copy_rows, make_dim1)
 
 
@@ -276,7 +276,7 @@ def bench_case(args, sw, case, dtype_name, device, timer, l2):
     t.update(run_batches(timer, {"copy": lambda k: cdst.copy_(csrc[k])}, list(range(n_copy)), inner, args.reps,
                          args.warmup))
     touched = min(out0.numel(), i0.numel()) * out0.element_size()
-    moved = src_bytes + index_bytes(i0) + 2 * touched
+    moved = BYTES_OF[case](out0, i0) if case in BYTES_OF else src_bytes + index_bytes(i0) + 2 * touched
     med = {k: statistics.median(v) for k, v in t.items()}
     us = med.get
     gbs = lambda k: moved / med[k] / 1e3 if k in med else None  # noqa: E731

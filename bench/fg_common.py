@@ -27,12 +27,17 @@ FG_FUNCS = {
     "scatter": ("scatter", "scatter_"), "scatter_add": ("scatter_add_", "scatter_add"),
     "scatter_reduce": ("scatter_reduce", "scatter_reduce_", "scatter_reduce_two"),
     "gather": ("gather",),
+    "index_select": ("index_select",), "index_add": ("index_add", "index_add_"),
+    "index_copy": ("index_copy", "index_copy_"), "index_reduce": ("index_reduce", "index_reduce_"),
+    "index_fill": ("index_fill", "index_fill_"), "embedding": ("embedding",),
+    "embedding_dense_backward": ("embedding_dense_backward", "embedding_backward"),
 }
 # aten packets (every overload) whose kernels the import of flag_gems must leave alone.
 WATCHED = ("index", "index_put_", "index_put", "_index_put_impl_", "take", "put_", "put",
            "scatter", "scatter_", "scatter_add", "scatter_add_", "scatter_reduce", "scatter_reduce_",
            "gather", "index_select", "index_add", "index_add_", "index_copy", "index_copy_",
-           "index_reduce", "index_reduce_", "embedding", "embedding_dense_backward")
+           "index_reduce", "index_reduce_", "index_fill", "index_fill_", "embedding",
+           "embedding_dense_backward")
 _FG = {}  # the import, tried once per run: {"mod", "why"}
 
 

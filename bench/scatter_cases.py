@@ -188,6 +188,9 @@ PER_ELEMENT = {
     "perm_copy_t": per_element("perm", "copy", layout="t"),
 }
 MAKERS = {**SHARED, **PER_ELEMENT}
+# case -> bytes(out0, i0) for cases whose bytes per call are not the driver's default (src read +
+# index + 2 x out touched): bench_index.py's fills count the sectors they write.
+BYTES_OF: dict = {}
 CASE_ORDER = list(MAKERS)
 CASE_GROUPS = {"shared": list(SHARED), "perelem": list(PER_ELEMENT)}
 # The routing name of each case's op (stridewise.use(include=[...])); the rest: scatter_reduce.
