@@ -145,8 +145,8 @@ def bytes_of_fill(dim):
     def count(out0, i0):
         n = out0.untyped_storage().nbytes()
         mark = torch.zeros(n, dtype=torch.uint8, device=out0.device)
-        es = out0.element_size()
-        view = mark.view(-1, es)[:, 0].as_strided(out0.size(), out0.stride(), out0.storage_offset())
+        es = out0.element_size()  # the first byte of each element written stands for it
+        view = mark.as_strided(out0.size(), [s * es for s in out0.stride()], out0.storage_offset() * es)
         view.index_fill_(dim, i0, 1)
         sectors = int(mark[: n // 32 * 32].view(-1, 32).amax(1).sum())
         return 32 * sectors + i0.numel() * i0.element_size()
