@@ -24,6 +24,8 @@
 #           flag_gems, its variants only / every case with --run-native: FG_BACKEND, FG_JOBS,
 #           FG_ARGS, FG_LIMIT; the audit's test files' CUDA cases)
 #           benchindex (the dim-indexed ops' benchmark, bench/bench_index.py, BENCH_INDEX_ARGS)
+#           benchindexvar (bench_index with each k-index CUDA path forced: INDEX_K_PATHS,
+#           BENCHINDEXVAR_ARGS)
 #           benchadv (advanced indexing, take, put: bench/bench_adv.py, BENCH_ADV_ARGS; FlagGems in
 #           the same run when the carried .whl holds it, see the wheels phase)
 #           buildlib hostbench benchvar benchscattervar ncu ncuscatter   (not in the default
@@ -72,7 +74,7 @@ declare -A runs  # benchmark runs so far in this invocation, per benchmark
 
 note() { echo "$*" | tee -a "$SUMMARY"; }
 # The phases that run Python: each first checks the package's declared dependencies.
-PY_PHASES=" dumpe2e auditdev bench benchscatter bench2 benchscatter2 benchindex benchadv demo diag pytest sanitize racecheck audit altbuild triage hostbench benchvar benchscattervar ncu ncuscatter pytestaudit auditfg auditfgall "
+PY_PHASES=" dumpe2e auditdev bench benchscatter bench2 benchscatter2 benchindex benchindexvar benchadv demo diag pytest sanitize racecheck audit altbuild triage hostbench benchvar benchscattervar ncu ncuscatter pytestaudit auditfg auditfgall "
 pack() {  # logs + summary to $OUT after every phase: a call cut off still returns them
   cp -f "$SUMMARY" "$OUT"/ 2>/dev/null
   cp -f "$LOG"/ncu_gather.md "$LOG"/audit_fg.txt "$LOG"/audit_fg.json "$LOG"/audit_fg_all.txt \
@@ -287,6 +289,16 @@ phase_benchindex() {  # the dim-indexed ops (index_select / index_add / ... / em
   OUT=$LOG/benchindex "$PY" bench/bench_index.py ${BENCH_INDEX_ARGS:-}
 }
 
+phase_benchindexvar() {  # bench_index with each k-index path forced (STRIDEWISE_INDEX_K_CUDA_PATH)
+  local v rc=0
+  for v in ${INDEX_K_PATHS:-plain}; do
+    echo "=== k-index path forced: $v"
+    STRIDEWISE_INDEX_K_CUDA_PATH=$v OUT=$LOG/benchindexvar_$v "$PY" bench/bench_index.py --quick \
+      ${BENCHINDEXVAR_ARGS:---cases fill_cols,fill_rows_t --dtypes float32,bfloat16} | tail -n 12 || rc=1
+  done
+  return $rc
+}
+
 phase_benchadv() {  # index.Tensor / index_put_ / take / put vs ATen and FlagGems (issue 22)
   OUT=$LOG/benchadv "$PY" bench/bench_adv.py ${BENCH_ADV_ARGS:-}
 }
@@ -461,7 +473,7 @@ phase_benchinstalled() {  # the gather benchmark on the installed package; write
 # The phases run under `timeout` in a child bash, which sees them (and their settings) exported.
 export ROOT PY LOG CUDA_TESTS PYTEST_ARGS=${PYTEST_ARGS:-}
 export -f phase_dumpe2e phase_auditdev san_passes san_last_line phase_bench phase_install phase_pytestinstalled phase_benchinstalled phase_wheels phase_auditfg phase_auditfgall phase_pytestaudit phase_toolchain phase_build phase_buildlib phase_altbuild phase_sanitize phase_racecheck phase_audit phase_ncuscatter phase_pytest \
-  phase_hostbench phase_benchvar phase_benchscattervar phase_benchindex phase_benchadv phase_ncu
+  phase_hostbench phase_benchvar phase_benchscattervar phase_benchindex phase_benchindexvar phase_benchadv phase_ncu
 
 note "date: $(date -u +%FT%TZ)"
 note "gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
@@ -529,6 +541,7 @@ for phase in $PHASES; do
     benchvar) run_phase benchvar 400 bash -c phase_benchvar ;;
     benchscattervar) run_phase benchscattervar 1200 bash -c phase_benchscattervar ;;
     benchindex) run_phase benchindex 1200 bash -c phase_benchindex ;;
+    benchindexvar) run_phase benchindexvar 600 bash -c phase_benchindexvar ;;
     benchadv) run_phase benchadv 1200 bash -c phase_benchadv ;;
     ncu) run_phase ncu 500 bash -c phase_ncu ;;
     ncuscatter) run_phase ncuscatter 300 bash -c phase_ncuscatter ;;

@@ -12,6 +12,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <cub/device/device_radix_sort.cuh>
 #include <type_traits>
 
@@ -121,6 +123,26 @@ __global__ void __launch_bounds__(kThreads) fill_rows_kernel(const FillParams<I,
 
 __global__ void clear_abort_kernel(int64_t* word) {
   *word = 0;
+}
+
+// STRIDEWISE_INDEX_K_CUDA_PATH (auto|plain), read once: "plain" keeps order-free writes off the
+// sorted fill, for benchmarks that measure what the sort buys. Any other value is auto, never
+// an error on a user's call.
+bool sorted_fill_allowed() {
+  static const bool allowed = [] {
+    const char* v = std::getenv("STRIDEWISE_INDEX_K_CUDA_PATH");
+    return v == nullptr || std::strcmp(v, "plain") != 0;
+  }();
+  return allowed;
+}
+
+bool takes_sorted_fill(const IndexKArgs& a, const IndexKPlan& p) {
+  return sorted_fill_allowed() && fill_rows_path(a, p);
+}
+
+// Whether the call sorts its targets first (and so needs sort_space's workspace).
+bool sorts(const IndexKArgs& a, const IndexKPlan& p) {
+  return takes_sorted_fill(a, p) || sorted_path(a, p);
 }
 
 unsigned grid_for(int64_t n, int64_t per_block) {
@@ -251,7 +273,7 @@ Status launch(const IndexKArgs& args, const IndexKPlan& plan, void* ws, CudaErro
   return with_offsets(plan.loop.fits_int32, rank, [&](auto it, auto dims) -> Status {
     using I = typename decltype(it)::type;
     constexpr int D = decltype(dims)::value;
-    if (fill_rows_path(args, plan)) return launch_fill_rows<I, D>(args, plan, ws, rec, abort, s);
+    if (takes_sorted_fill(args, plan)) return launch_fill_rows<I, D>(args, plan, ws, rec, abort, s);
     if (sorted_path(args, plan)) return launch_sorted<I, D>(args, plan, ws, rec, abort, s);
     const Params<I, D> p = make_params<I, D>(args, plan, plan.loop, rec, abort);
     const unsigned blocks = grid_for(int64_t(p.numel), int64_t(kThreads) * kUnroll);

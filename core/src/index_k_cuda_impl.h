@@ -509,11 +509,6 @@ inline bool fill_rows_path(const IndexKArgs& a, const IndexKPlan& p) {
   return fill_rows_fits(a, p) && p.seq.numel >= kFillMinKeys && p.row.numel >= kFillMinRows;
 }
 
-// Whether the call sorts its targets first (and so needs sort_space's workspace).
-inline bool sorts(const IndexKArgs& a, const IndexKPlan& p) {
-  return fill_rows_path(a, p) || sorted_path(a, p);
-}
-
 template <typename I, int D>
 inline FillParams<I, D> make_fill_params(const IndexKArgs& args, const IndexKPlan& plan,
                                          const uint64_t* keys, AbortWord abort) {
