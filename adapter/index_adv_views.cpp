@@ -149,6 +149,16 @@ Terms expand_terms(const at::Tensor& self, const OptTensors& indices) {
   return t;
 }
 
+StridedView restrided(StridedView v, const std::vector<int64_t>& sizes,
+                      const std::vector<int64_t>& strides) {
+  v.rank = static_cast<int>(sizes.size());
+  for (int d = 0; d < v.rank; ++d) {
+    v.sizes[d] = sizes[d];
+    v.strides[d] = strides[d];
+  }
+  return v;
+}
+
 std::vector<int64_t> build_views(const at::Tensor& self, const Terms& t, const char* name,
                                  IndexKArgs* a, std::vector<std::vector<int64_t>>* ops) {
   const int64_t n = self.dim();
@@ -174,12 +184,7 @@ std::vector<int64_t> build_views(const at::Tensor& self, const Terms& t, const c
   }
   const int r = static_cast<int>(sizes.size());
   if (r > kMaxRank) return sizes;  // the caller falls back
-  a->self = to_view(self, name, "self");
-  a->self.rank = r;
-  for (int d = 0; d < r; ++d) {
-    a->self.sizes[d] = sizes[d];
-    a->self.strides[d] = self_strides[d];
-  }
+  a->self = restrided(to_view(self, name, "self"), sizes, self_strides);
   ops->push_back(self_strides);
   a->k = static_cast<int>(dims.size());
   const bool cuda = self.is_cuda();
@@ -187,18 +192,12 @@ std::vector<int64_t> build_views(const at::Tensor& self, const Terms& t, const c
   bool same = true;
   for (int j = 0; j < a->k; ++j) {
     const at::Tensor& idx = t.per_dim[dims[j]];
-    StridedView& v = a->index[j];
-    v = to_view(idx, name, "indices");
-    v.rank = r;
-    std::vector<int64_t> bst(nb, 0);  // idx broadcast to bshape
+    std::vector<int64_t> vst(r, 0);  // idx broadcast to bshape, placed at pos
     for (int64_t b = 0; b < nb; ++b) {
       const int64_t od = b - (nb - idx.dim());
-      bst[b] = (od < 0 || idx.size(od) == 1) ? 0 : idx.stride(od);
+      vst[pos + b] = (od < 0 || idx.size(od) == 1) ? 0 : idx.stride(od);
     }
-    for (int d = 0; d < r; ++d) {
-      v.sizes[d] = sizes[d];
-      v.strides[d] = (d >= pos && d < pos + nb) ? bst[d - pos] : 0;
-    }
+    a->index[j] = restrided(to_view(idx, name, "indices"), sizes, vst);
     a->term_size[j] = self.size(dims[j]);
     a->term_stride[j] = self.stride(dims[j]);
     a->term_dim[j] = dims[j];

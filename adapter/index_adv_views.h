@@ -29,6 +29,11 @@ int count_terms(const OptTensors& indices);
 // synchronization is added.
 Terms expand_terms(const at::Tensor& self, const OptTensors& indices);
 
+// `v` seen over `sizes` with `strides` (elements): its data pointer and dtype kept. How every
+// operand of the k-index core is restrided onto the iteration shape.
+StridedView restrided(StridedView v, const std::vector<int64_t>& sizes,
+                      const std::vector<int64_t>& strides);
+
 // Builds self restrided onto the result's shape, each index over it and the terms, and returns
 // the result's sizes (more than kMaxRank of them: nothing built). ATen's placement: adjacent
 // indexed dims -> the broadcast dims replace them in place; separated -> the broadcast dims

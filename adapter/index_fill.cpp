@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "index_adv.h"
+#include "index_adv_views.h"
 
 namespace stridewise::adapter {
 namespace {
@@ -55,17 +56,6 @@ bool aten_fills(c10::ScalarType t) {
   }
 }
 
-// A view of `v` over `sizes` with `strides` (the data pointer and dtype kept).
-StridedView restrided(StridedView v, const std::vector<int64_t>& sizes,
-                      const std::vector<int64_t>& strides) {
-  v.rank = static_cast<int>(sizes.size());
-  for (int d = 0; d < v.rank; ++d) {
-    v.sizes[d] = sizes[d];
-    v.strides[d] = strides[d];
-  }
-  return v;
-}
-
 }  // namespace
 
 AdvPrep prepare_index_fill(at::Tensor& self, int64_t dim, const at::Tensor& index,
@@ -87,10 +77,8 @@ AdvPrep prepare_index_fill(at::Tensor& self, int64_t dim, const at::Tensor& inde
         "Please clone() the tensor before performing this operation. "
         "This also applies to advanced indexing e.g. tensor[mask] = scalar");
   }
-  if (value.scalar != nullptr && !self.is_complex() && value.scalar->isComplex())
-    TORCH_CHECK(false,
-                "index_fill_(): Converting complex Scalar to non-complex type is not "
-                "supported");
+  TORCH_CHECK(value.scalar == nullptr || self.is_complex() || !value.scalar->isComplex(),
+              "index_fill_(): Converting complex Scalar to non-complex type is not supported");
   const bool scalar_self = self.dim() == 0;  // ATen fills self.unsqueeze(-1)
   const int64_t r = scalar_self ? 1 : self.dim();
   dim = at::maybe_wrap_dim(dim, r);
