@@ -3,8 +3,8 @@
 //
 // A call is one kernel for a read; for a write: a validation kernel (raises the call's abort
 // word on a bad value), then the copy or atomic kernel, which writes nothing once the word is
-// raised. The sorted path (the narrow types' adds; deterministic writes that may meet
-// duplicates): keys (validating), CUB's stable radix sort, then, per element written, its
+// raised. The sorted path (every mean; the narrow types' adds; deterministic writes that may
+// meet duplicates): keys (validating), CUB's stable radix sort, then, per element written, its
 // first writer walks the run in index order (a block per sorted position for long rows, a
 // thread per (position, row element) otherwise). No host synchronization unless
 // CudaCheckMode::kSync.
@@ -159,19 +159,17 @@ bool integral(DType t) {
   }
 }
 
-bool adds(const IndexKArgs& a) {
-  return a.desc.combine == Combine::kAdd;
-}
-
 int64_t align256(int64_t b) {
   return (b + 255) / 256 * 256;
 }
 
-// The sorted path takes the narrow types' adds (accumulated in float32/int32, rounded once per
-// element, never a per-step rounding in the storage type) and the deterministic writes that may
-// meet duplicates (an add of int32/int64 is exact in any order and keeps the atomics).
+// The sorted path takes every mean (its count is the run's length), the narrow types' adds
+// (accumulated in float32/int32, rounded once per element, never a per-step rounding in the
+// storage type) and the deterministic writes that may meet duplicates (an add of int32/int64 is
+// exact in any order and keeps the atomics).
 bool sorted_path(const IndexKArgs& a, const IndexKPlan& p) {
   if (a.desc.role != IndexRole::kWrite) return false;
+  if (a.desc.combine == Combine::kMean) return true;
   const bool add = a.desc.combine == Combine::kAdd;
   if (add && narrow(a.self.dtype)) return true;
   return a.deterministic && p.may_collide && !(add && integral(a.self.dtype));
@@ -238,7 +236,7 @@ Status launch_sorted(const IndexKArgs& args, const IndexKPlan& plan, void* ws, C
           <<<grid_for(n, kThreads), kThreads, 0, s>>>(g, I(n));
     return Status::kOk;
   };
-  if (!adds(args))
+  if (!args.desc.accumulates())  // add and mean walk alike (SegParams::mean)
     return cuda_gather::with_unit(int(elem_size(args.self.dtype)),
                                   [&](auto ut) { return go(ut, std::false_type{}); });
   return elem::with_type(args.self.dtype, [&](auto tag) { return go(tag, std::true_type{}); });
@@ -262,12 +260,13 @@ Status launch(const IndexKArgs& args, const IndexKPlan& plan, void* ws, CudaErro
     const Params<I, D> c = make_params<I, D>(args, plan, plan.check, rec, abort);
     check_kernel<I, D>
         <<<grid_for(int64_t(c.numel), int64_t(kThreads) * kUnroll), kThreads, 0, s>>>(c);
-    if (!adds(args))
+    if (args.desc.combine == Combine::kCopy)
       return cuda_gather::with_unit(int(es * plan.vec), [&](auto ut) {
         put_kernel<typename decltype(ut)::type, I, D><<<blocks, kThreads, 0, s>>>(p);
         return Status::kOk;
       });
-    // Here the accumulation type is the storage type (the others took the sorted path).
+    // An add whose accumulation type is the storage type (the others, and every mean, took the
+    // sorted path).
     return elem::with_type(args.self.dtype, [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       using A = scatter_arith::AccOf<T>;

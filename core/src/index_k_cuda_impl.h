@@ -10,10 +10,10 @@
 //    the shared OffsetCalculator (logical order, merged dims only).
 // Copies move units of U bytes (an element, or a vector of them: IndexKPlan::vec); adds of
 // float32/64, complex and int32/64 run per element with atomics on self. Adds of the narrow
-// types (float16, bfloat16: float32 accumulation, rounded once; int8/16, uint8, bool) and
-// deterministic writes take the sorted path below. Bad values are never addresses: reads skip
-// and record them; writes run after a validation pass that raises the call's abort word, which
-// every write kernel checks first (the scatter family's rule: a call that meets a bad value
+// types (float16, bfloat16: float32 accumulation, rounded once; int8/16, uint8, bool), every
+// mean and the deterministic writes take the sorted path below. Bad values are never addresses:
+// reads skip and record them; writes run after a validation pass that raises the call's abort word,
+// which every write kernel checks first (the scatter family's rule: a call that meets a bad value
 // writes nothing).
 #pragma once
 
@@ -200,7 +200,9 @@ SW_HOST_DEVICE SW_INLINE void check_thread(const Params<I, D>& a, I block, I thr
 // terms' offset, val[q] = q. A stable radix sort by key keeps index order among equal keys.
 // seg: one thread per (sorted position i, row position r); the first position of each run of
 // equal keys walks the run in order: copy stores its last writer, add sums in the
-// accumulation type and rounds once. No atomics: the result is the same on every run.
+// accumulation type and rounds once, mean (SegParams::mean, an add without self) sums from
+// +0 and divides by the run's length before it rounds (index_k.h; index_k_cpu.cpp's mean has
+// the same order and arithmetic). No atomics: the result is the same on every run.
 
 template <typename I, int D>
 SW_HOST_DEVICE SW_INLINE void keys_thread(const Params<I, D>& a, uint64_t* keys, int64_t* vals,
@@ -235,7 +237,8 @@ struct SegParams {
   void* self;
   const void* src;
   AbortWord abort;
-  bool has_value;
+  bool mean;       // kAdd walks: the run's mean, without self's value
+  bool has_value;  // never with mean
   alignas(16) unsigned char value[16];
 };
 
@@ -264,8 +267,9 @@ SW_HOST_DEVICE SW_INLINE void seg_walk(const SegParams<I, D>& a, int64_t i, int6
   if constexpr (kAdd) {
     using C = scatter_arith::Conv<T>;
     using A = scatter_arith::AccOf<T>;
-    A acc = C::load(*dst);
+    A acc = a.mean ? A{} : C::load(*dst);
     for (int64_t j = i; j < end; ++j) acc = scatter_arith::Ops<A>::add(acc, C::load(src_of(j)));
+    if (a.mean) scatter_arith::finish_acc<T>(Combine::kMean, false, end - i, &acc);
     *dst = C::store(acc);
   } else {
     *dst = src_of(end - 1);
@@ -286,12 +290,17 @@ SW_HOST_DEVICE SW_INLINE void seg_walk_vec(const SegParams<I, D>& a, int64_t i, 
   if constexpr (kAdd) {
     using C = scatter_arith::Conv<T>;
     using A = scatter_arith::AccOf<T>;
-    const U d = *dst;
     T e[V];
     A acc[V];
-    copy_bytes<sizeof(U)>(e, &d);
-    SW_UNROLL
-    for (int v = 0; v < V; ++v) acc[v] = C::load(e[v]);
+    if (a.mean) {
+      SW_UNROLL
+      for (int v = 0; v < V; ++v) acc[v] = A{};
+    } else {
+      const U d = *dst;
+      copy_bytes<sizeof(U)>(e, &d);
+      SW_UNROLL
+      for (int v = 0; v < V; ++v) acc[v] = C::load(e[v]);
+    }
     for (int64_t j = i; j < end; ++j) {
       const U x = src_unit(j);
       copy_bytes<sizeof(U)>(e, &x);
@@ -299,7 +308,10 @@ SW_HOST_DEVICE SW_INLINE void seg_walk_vec(const SegParams<I, D>& a, int64_t i, 
       for (int v = 0; v < V; ++v) acc[v] = scatter_arith::Ops<A>::add(acc[v], C::load(e[v]));
     }
     SW_UNROLL
-    for (int v = 0; v < V; ++v) e[v] = C::store(acc[v]);
+    for (int v = 0; v < V; ++v) {
+      if (a.mean) scatter_arith::finish_acc<T>(Combine::kMean, false, end - i, &acc[v]);
+      e[v] = C::store(acc[v]);
+    }
     U out;
     copy_bytes<sizeof(U)>(&out, e);
     *dst = out;
@@ -373,6 +385,7 @@ inline SegParams<I, D> make_seg_params(const IndexKArgs& args, const IndexKPlan&
   s.self = args.self.data;
   s.src = args.src.data;
   s.abort = abort;
+  s.mean = args.desc.combine == Combine::kMean;
   s.has_value = args.has_value;
   for (int b = 0; b < 16; ++b) s.value[b] = args.value[b];
   return s;

@@ -73,10 +73,13 @@ Status validate(const IndexKArgs& a, const Checker& c) {
     return c.bad(Status::kUnsupported, std::string(op_name(a.desc.op)) +
                                            "(): " + combine_name(a.desc.combine) +
                                            " is not implemented for " + dtype_name(a.self.dtype));
-  if (a.desc.combine != Combine::kCopy && a.desc.combine != Combine::kAdd)
-    return c.bad(Status::kUnsupported, "advanced indexing combines by copy or add only");
   if (!writes(a) && a.desc.combine != Combine::kCopy)
     return c.bad(Status::kInvalidArgument, "a read combines by copy");
+  if (a.desc.combine == Combine::kMean) {
+    if (a.desc.include_self)
+      return c.bad(Status::kUnsupported, "a mean over indexed positions excludes self");
+    if (a.has_value) return c.bad(Status::kInvalidArgument, "a mean takes src, not a value");
+  }
   const StridedView& written = writes(a) ? a.target : a.out;
   if (detail::has_internal_overlap(written))
     return c.bad(Status::kInvalidArgument, detail::internal_overlap_message());
@@ -181,7 +184,8 @@ void plan_ordered(const IndexKArgs& a, IndexKPlan* p) {
 }  // namespace
 
 bool index_k_supports(DType t, Combine c) {
-  return (c == Combine::kCopy || c == Combine::kAdd) && scatter_supports(t, c);
+  return (c == Combine::kCopy || c == Combine::kAdd || c == Combine::kMean) &&
+         scatter_supports(t, c);
 }
 
 Status plan_index_k(const IndexKArgs& args, IndexKPlan* plan, ErrorDetail* err) {
@@ -234,6 +238,13 @@ Status plan_index_k(const IndexKArgs& args, IndexKPlan* plan, ErrorDetail* err) 
   for (int d = 0; d < p.loop.rank; ++d)
     if (p.loop.strides[self_slot][d] == 0) p.may_collide = true;
   if (w) plan_ordered(args, &p);
+  // A mean counts an element's writers among the seq positions (index_k.h): an index that
+  // moves along a row dim would give one element writers the count never sees.
+  for (int d = 0; args.desc.combine == Combine::kMean && d < p.row.rank; ++d)
+    for (int j = 0; j < kMaxIndexTerms; ++j)
+      if (p.row.strides[kIkIndex0 + j][d] != 0)
+        return c.bad(Status::kInvalidArgument,
+                     "a mean's index moves only along the dims where self's view has stride 0");
   *plan = p;
   if (err) *err = ErrorDetail{};
   return Status::kOk;
