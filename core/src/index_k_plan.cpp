@@ -43,7 +43,13 @@ Status validate(const IndexKArgs& a, const Checker& c) {
   if (!(writes(a) && a.has_value) &&
       (s = c.operand(writes(a) ? "source" : "out", dense)) != Status::kOk)
     return s;
-  if ((s = c.operand("self", a.self)) != Status::kOk) return s;
+  // A write's self is target restrided. Over an empty target (a dim of size 0) nothing is
+  // addressed: an indexed dim of size 0 makes every index value out of range, any other makes
+  // the iteration empty. So self may have no data (an empty tensor's); its sizes are tied to
+  // src's by same_shape below, its strides are checked here.
+  StridedView self = a.self;
+  if (writes(a) && a.target.numel() == 0 && self.rank > 0) self.sizes[0] = 0;
+  if ((s = c.operand("self", self)) != Status::kOk) return s;
   if ((writes(a) || a.mode == IndexMode::kUnravel) &&
       (s = c.operand("self", a.target)) != Status::kOk)
     return s;

@@ -150,6 +150,24 @@ TEST(IndexKCpu, MeanSumsInIndexOrderInTheAccumulationTypeAndDividesOnce) {
   }
 }
 
+// embedding_dense_backward with num_weights 0: an empty target whose data is null (an empty
+// tensor's). Every value is out of range; it is reported, nothing is addressed.
+TEST(IndexKCpu, EmptyTargetWithoutDataReportsTheFirstValue) {
+  for (Combine comb : {Combine::kAdd, Combine::kMean}) {
+    IndexKCase c = mean_case(DType::kFloat32, 0, {1, 2}, {3, 0});
+    c.args.desc.combine = comb;
+    c.args.desc.include_self = comb != Combine::kMean;
+    c.args.self.data = c.args.target.data = nullptr;
+    IndexKPlan plan;
+    ErrorDetail err;
+    ASSERT_EQ(stridewise::plan_index_k(c.args, &plan, &err), Status::kOk) << err.message;
+    EXPECT_EQ(stridewise::index_k_cpu(c.args, plan, stridewise::default_cpu_executor(), &err),
+              Status::kIndexOutOfRange);
+    EXPECT_EQ(err.value, 3);
+    EXPECT_EQ(err.hi, 0);
+  }
+}
+
 TEST(IndexKCpu, RejectsWhatTheContractExcludes) {
   std::vector<float> x(6);
   std::vector<int64_t> i = {0};

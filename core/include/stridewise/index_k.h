@@ -35,7 +35,8 @@
 //    dtypes are kInt32 or kInt64 (each index[j] its own); out/src/self share one dtype.
 //  - read: out overlaps nothing else and no two out positions share memory.
 //  - write: self is written in place; it overlaps neither src nor an index, and self's
-//    own view (`target`) has no internal overlap.
+//    own view (`target`) has no internal overlap. Over an empty target self's data may be
+//    null (nothing is addressed: every index value is out of range, or nothing iterates).
 //  - mean: write only, include_self = false, src given (not a value); else kUnsupported
 //    (include_self) or kInvalidArgument. Every index stride is 0 along the dims where self's
 //    restrided view moves (as the adapter's views have them; else kInvalidArgument), so two

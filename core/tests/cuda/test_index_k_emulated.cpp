@@ -315,6 +315,19 @@ TEST(IndexKEmulated, MeanSumsInIndexOrderInTheAccumulationTypeAndDividesOnce) {
   }
 }
 
+// num_weights 0 (test_index_k_cpu.cpp's case): an empty target without data; the keys pass
+// reports a value and nothing is addressed.
+TEST(IndexKEmulated, EmptyTargetWithoutDataStopsTheMean) {
+  IndexKCase c = mean_case(DType::kFloat32, 0, {1, 2}, {3, 0});
+  c.args.self.data = c.args.target.data = nullptr;
+  IndexKPlan plan;
+  ErrorDetail err;
+  ASSERT_EQ(stridewise::plan_index_k(c.args, &plan, &err), Status::kOk) << err.message;
+  int vectorized = 0;
+  const bool bad = emulate_sorted<uint32_t, 6>(c.args, plan, &vectorized);
+  EXPECT_TRUE(bad);
+}
+
 // A mean's keys pass validates as the check pass does: a bad value stops every write.
 TEST(IndexKEmulated, BadValueStopsEveryMean) {
   const uint64_t seed = test_seed();
