@@ -9,7 +9,8 @@
 //  - a source whose shape is not self's with `dim` resized (ATen broadcasts some of these);
 //  - index_add with an alpha of a kind ATen converts its own way (a floating alpha for an
 //    integral self, a complex alpha for a real one);
-//  - embedding_dense_backward with index dims that do not flatten to one without a copy;
+//  - embedding_dense_backward with a grad of another shape than the index's plus D, whose
+//    leading dims do not flatten with the index's (ATen reads grad as (numel, D));
 //  - more than kMaxRank dims.
 #include "index_dim.h"
 
@@ -320,9 +321,63 @@ Prep prepare_embedding(const at::Tensor& weight, const at::Tensor& indices, at::
   return Prep::kRun;
 }
 
+namespace {
+
+// out[indices[p], j] += grad[p, j] over the flattened index dims p (the padding row too: the
+// entry zeroes it afterwards, which is ATen's result, as out starts at zero). m, istep, gstep:
+// flatten_leading's for the index and grad.
+void scatter_rows(const at::Tensor& grad, const at::Tensor& indices, at::Tensor& out, int64_t m,
+                  int64_t istep, int64_t gstep, IndexedOpDesc desc, ScatterArgs* a) {
+  const int64_t D = grad.size(-1);
+  a->out = to_view(out, "embedding_dense_backward", "out", /*writable=*/true);
+  a->self = a->out;
+  a->index = to_view(indices, "embedding_dense_backward", "indices");
+  a->src = to_view(grad, "embedding_dense_backward", "grad_output");
+  a->index.rank = 2;
+  a->index.sizes[0] = m;
+  a->index.strides[0] = istep;
+  a->index.sizes[1] = D;
+  a->index.strides[1] = 0;
+  const int64_t glast = grad.stride(-1);
+  a->src.rank = 2;
+  a->src.sizes[0] = m;
+  a->src.strides[0] = gstep;
+  a->src.sizes[1] = D;
+  a->src.strides[1] = glast;
+  a->dim = 0;
+  a->desc = desc;
+}
+
+// The same as index_put_ accumulate with one index, over grad's shape (indices.shape + [D]):
+// out restrided with stride 0 along the index's dims and out.stride(1) along D, the index with
+// its own strides along its dims and 0 along D; each value v adds v * out.stride(0). Nothing is
+// flattened, so no layout of the index or of grad needs a copy.
+void index_k_rows(const at::Tensor& grad, const at::Tensor& indices, at::Tensor& out,
+                  IndexedOpDesc desc, IndexKArgs* a) {
+  const char* name = "embedding_dense_backward";
+  const int r = static_cast<int>(grad.dim());  // indices.dim() + 1
+  a->src = to_view(grad, name, "grad_output");
+  a->target = to_view(out, name, "out", /*writable=*/true);
+  a->self = a->target;
+  a->index[0] = to_view(indices, name, "indices");
+  a->self.rank = a->index[0].rank = r;
+  for (int d = 0; d < r; ++d) {
+    a->self.sizes[d] = a->index[0].sizes[d] = grad.size(d);
+    a->self.strides[d] = d == r - 1 ? out.stride(1) : 0;
+    a->index[0].strides[d] = d == r - 1 ? 0 : indices.stride(d);
+  }
+  a->k = 1;
+  a->term_size[0] = out.size(0);
+  a->term_stride[0] = out.stride(0);
+  a->term_dim[0] = 0;
+  a->desc = desc;
+}
+
+}  // namespace
+
 Prep prepare_embedding_backward(const at::Tensor& grad, const at::Tensor& indices,
                                 int64_t num_weights, int64_t padding_idx, bool scale_grad_by_freq,
-                                at::Tensor& out, ScatterCall* call) {
+                                at::Tensor& out, EmbeddingBackwardCall* call) {
   at::checkScalarTypes("embedding_backward", at::TensorArg(indices, "indices", 2),
                        {at::kLong, at::kInt});
   OpStats& stats = index_op_stats(OpCode::kEmbeddingBackward);
@@ -333,43 +388,41 @@ Prep prepare_embedding_backward(const at::Tensor& grad, const at::Tensor& indice
   DType dt = DType::kFloat32;
   // scale_grad_by_freq divides each row's sum by its count: a mean without self
   const Combine comb = scale_grad_by_freq ? Combine::kMean : Combine::kAdd;
-  const bool ok = grad.dim() == k + 1 && core_dtype(grad, comb, &dt) && num_weights >= 0 &&
-                  flatten_leading(indices, k, &m, &istep) &&
-                  flatten_leading(grad, k, &gm, &gstep) && gm == m;
-  if (!ok) {
+  const bool flat = grad.dim() == k + 1 && flatten_leading(indices, k, &m, &istep) &&
+                    flatten_leading(grad, k, &gm, &gstep) && gm == m;
+  // Otherwise the k-index core, over grad's shape, which must then be the index's plus D.
+  const bool over_grad = !flat && grad.dim() == k + 1 && ranks_ok({&grad}) &&
+                         grad.sizes().slice(0, k) == indices.sizes();
+  if (!core_dtype(grad, comb, &dt) || num_weights < 0 || !(flat || over_grad)) {
     stats.bump(kFallback);
     return Prep::kFallback;
   }
   const int64_t D = grad.size(-1);
   out = at::zeros({num_weights, D}, grad.options());
-  if (m == 0 || D == 0) return Prep::kDone;
+  if (indices.numel() == 0 || D == 0) return Prep::kDone;
 
-  // out[indices[p], j] += grad[p, j] over the flattened index dims p (the padding row too: the
-  // entry zeroes it afterwards, which is ATen's result, as out starts at zero).
-  ScatterArgs& a = call->args;
-  a.out = to_view(out, "embedding_dense_backward", "out", /*writable=*/true);
-  a.self = a.out;
-  a.index = to_view(indices, "embedding_dense_backward", "indices");
-  a.src = to_view(grad, "embedding_dense_backward", "grad_output");
-  a.index.rank = 2;
-  a.index.sizes[0] = m;
-  a.index.strides[0] = istep;
-  a.index.sizes[1] = D;
-  a.index.strides[1] = 0;
-  const int64_t glast = grad.stride(-1);
-  a.src.rank = 2;
-  a.src.sizes[0] = m;
-  a.src.strides[0] = gstep;
-  a.src.sizes[1] = D;
-  a.src.strides[1] = glast;
-  a.dim = 0;
-  a.desc = scatter_desc(OpCode::kEmbeddingBackward, comb, /*include_self=*/!scale_grad_by_freq);
-  a.deterministic = deterministic;
+  const IndexedOpDesc desc{OpCode::kEmbeddingBackward, IndexRole::kWrite, comb,
+                           /*include_self=*/!scale_grad_by_freq, /*wraps=*/false};
   ErrorDetail err;
-  const Status st = plan_scatter(a, &call->plan, &err);
+  Status st = Status::kOk;
+  bool int64_offsets = false;
+  call->index_k = !flat;
+  if (flat) {
+    ScatterArgs& a = call->scatter.args;
+    scatter_rows(grad, indices, out, m, istep, gstep, desc, &a);
+    a.deterministic = deterministic;
+    st = plan_scatter(a, &call->scatter.plan, &err);
+    int64_offsets = !call->scatter.plan.elems.fits_int32;
+  } else {
+    IndexKArgs& a = call->k.args;
+    index_k_rows(grad, indices, out, desc, &a);
+    a.deterministic = deterministic;
+    st = plan_index_k(a, &call->k.plan, &err);
+    int64_offsets = !call->k.plan.loop.fits_int32;
+  }
   if (st != Status::kOk)
     throw_status("embedding_dense_backward", grad.is_cuda() ? "cuda" : "cpu", st, err);
-  count_layouts(stats, out, indices, &grad, out, !call->plan.elems.fits_int32);
+  count_layouts(stats, out, indices, &grad, out, int64_offsets);
   return Prep::kRun;
 }
 

@@ -6,7 +6,10 @@
 //   embedding(w, idx)               gather(w seen with stride 0 along idx's dims 1.., 0, idx
 //                                   seen along out's shape)
 //   embedding_dense_backward        scatter_add_ (scale_grad_by_freq: a mean) of grad's rows into
-//                                   zeros(N, D); the padding_idx row cleared after
+//                                   zeros(N, D); the padding_idx row cleared after. Where the
+//                                   index's dims do not flatten to one as a view: out[idx] +=
+//                                   grad (or its mean) on the k-index core (index_k.h), an
+//                                   index_put_ with one index over grad's shape
 // "Seen along" is a strided view: stride 0 on every dim the index does not step through. The
 // core takes stride-0 operands natively, so nothing is copied (stats() counts copies: 0).
 //
@@ -35,6 +38,7 @@
 
 #include "common.h"
 #include "gather.h"
+#include "index_adv.h"
 #include "scatter.h"
 
 namespace stridewise::adapter {
@@ -98,6 +102,15 @@ Prep prepare_index_scatter(const IndexScatter& req, ScatterForm form, const at::
 Prep prepare_index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index,
                           at::Tensor& out, GatherCall* call);
 
+// embedding_dense_backward's one core call: the scatter where the index's dims (and grad's
+// leading dims with them) flatten to one as a view; the k-index core otherwise (a transposed,
+// expanded or step-sliced index of rank 2 or more, or one laid out unlike grad).
+struct EmbeddingBackwardCall {
+  bool index_k = false;  // which of the two below runs
+  ScatterCall scatter;
+  IndexKCall k;
+};
+
 // embedding's forward (`out` receives the result: a new tensor, or the out= tensor resized) and
 // embedding_dense_backward (`out` receives zeros(num_weights, D) when the core runs or the call
 // is done).
@@ -105,7 +118,7 @@ Prep prepare_embedding(const at::Tensor& weight, const at::Tensor& indices, at::
                        bool out_given, GatherCall* call);
 Prep prepare_embedding_backward(const at::Tensor& grad, const at::Tensor& indices,
                                 int64_t num_weights, int64_t padding_idx, bool scale_grad_by_freq,
-                                at::Tensor& out, ScatterCall* call);
+                                at::Tensor& out, EmbeddingBackwardCall* call);
 
 // Raises a non-ok core status of one of these ops on the CPU with ATen's wording for that op
 // (its index errors differ per op, and for index_select per path).
@@ -276,13 +289,16 @@ struct IndexDimOverloads {
     const int64_t n = num_weights.guard_int(__FILE__, __LINE__);
     const int64_t pad = padding_idx.guard_int(__FILE__, __LINE__);
     T out;
-    ScatterCall call;
+    EmbeddingBackwardCall call;
     const Prep p =
         prepare_embedding_backward(grad, indices, n, pad, scale_grad_by_freq, out, &call);
     if (p == Prep::kFallback)
       return K::embedding_backward(grad, indices, n, pad, scale_grad_by_freq);
     if (p == Prep::kRun) {
-      run(b, OpCode::kEmbeddingBackward, call, grad, indices, out);
+      if (call.index_k)
+        run(b, OpCode::kEmbeddingBackward, call.k, grad, indices, out);
+      else
+        run(b, OpCode::kEmbeddingBackward, call.scatter, grad, indices, out);
       // the padding row receives no gradient (ATen skips its indices; ours adds, then clears)
       if (pad >= 0 && pad < n) out.select(0, pad).zero_();
     }

@@ -11,8 +11,8 @@ vs native.
     tests/test_e2e_models.py): its word (padding_idx 0), position and token-type embeddings,
     forward and backward: ``embedding`` and ``embedding_dense_backward`` (the padding row
     cleared after the scatter). The inputs are laid out as transformers makes them (contiguous
-    ids): an index whose dims flatten to one only with a copy sends embedding_dense_backward to
-    ATen's kernel (counted; tests/test_index_dim.py), and this test requires no fallback.
+    ids); other layouts of the index (transposed, expanded, ...) run on the k-index core
+    (tests/test_embedding_backward_kindex.py), and this test requires no fallback either way.
 
 Data movement is compared bitwise with native; accumulations with the float64 rule
 (stridewise.testing.accuracy: the same computation run natively in float64). stats() must show

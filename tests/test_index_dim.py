@@ -6,7 +6,8 @@ What the audit matrix (tests/test_index_dim_matrix.py) does not check:
   has two wordings, index_add two), and argument errors (shapes, dtypes, dims, out=, overlap);
 - a failed in-place call leaves self bit for bit (ours writes nothing; ATen may write part);
 - stats(): each op routed (calls on the device, copies 0, no fallback on the common layouts),
-  and the fallback cases counted (index_add alpha != 1, embedding backward with padding_idx);
+  and the fallback cases counted (index_add with a floating alpha for an integral self,
+  index_select of uint16, embedding backward with a grad of another shape than the index's);
 - autograd: gradcheck in float64 with routing on (ATen's formulas through our kernels), and the
   gradients of index_select (index_add_ backward) and embedding equal native;
 - deterministic mode: bitwise repeatable accumulation.
@@ -239,9 +240,12 @@ def test_fallback_cases_give_aten_results_and_are_counted(sw, seed):
     cases = [
         ("index_add", lambda: xi.index_add(0, i, xi[:3], alpha=2.5)),
         ("index_select", lambda: u.index_select(0, i)),
-        # index dims that flatten to one only with a copy (grad's and the index's orders differ)
+        # a grad of another shape than the index's plus D (ATen reads it as (numel, D)) whose
+        # rows do not flatten with the index's (every layout of the index itself runs on the
+        # core: tests/test_embedding_backward_kindex.py)
         ("embedding_dense_backward",
-         lambda: torch.ops.aten.embedding_dense_backward(gr, idx.t().contiguous().t(), 5, -1, False)),
+         lambda: torch.ops.aten.embedding_dense_backward(gr.view(6, 4), idx.t().contiguous().t(), 5,
+                                                         -1, False)),
     ]
     problems = []
     for op, fn in cases:

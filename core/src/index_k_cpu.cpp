@@ -11,11 +11,17 @@
 //    in the iteration's row-major order, so duplicates resolve in index order: the last writer
 //    wins for copy, sums add in that order (rounded per step in the storage type, as ATen's
 //    CPU kernel does). An order-free write (one value copied) is written in parallel chunks.
+//  - mean (after the same check): the seq positions (IndexKPlan::seq) stably sorted by their
+//    terms, so each element's writers form one run in index order, as on CUDA's sorted path;
+//    runs in parallel (distinct runs write distinct elements), each summed over its row in
+//    the accumulation type from +0, divided by the run's length and stored once.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <numeric>
+#include <vector>
 
 #include "elem_types.h"
 #include "scatter_arith.h"
@@ -207,6 +213,92 @@ void write_range(void* ctx, int64_t begin, int64_t end) {
   write_span(*static_cast<const Job*>(ctx), begin, end);
 }
 
+// ---- mean --------------------------------------------------------------------------------
+
+// The sorted writers of a mean and where their values are: byte offsets from self's and src's
+// data.
+struct MeanJob {
+  const int64_t* order = nullptr;  // seq positions, sorted by element (index order in a run)
+  const int64_t* runs = nullptr;   // run h is order[runs[h] .. runs[h + 1])
+  const int64_t* elem = nullptr;   // per seq position: its element's offset in self
+  const int64_t* from = nullptr;   // per seq position: its src offset
+  const int64_t* row_self = nullptr;
+  const int64_t* row_src = nullptr;
+  int64_t n_row = 0;
+  char* self = nullptr;
+  const char* src = nullptr;
+};
+
+template <typename T>
+void mean_range(void* ctx, int64_t begin, int64_t end) {
+  const MeanJob& m = *static_cast<const MeanJob*>(ctx);
+  using C = scatter_arith::Conv<T>;
+  using A = scatter_arith::AccOf<T>;
+  std::vector<A> acc(static_cast<size_t>(m.n_row));
+  for (int64_t h = begin; h < end; ++h) {
+    const int64_t first = m.runs[h], count = m.runs[h + 1] - first;
+    std::fill(acc.begin(), acc.end(), A{});  // +0, ATen's identity: self takes no part
+    for (int64_t i = first; i < first + count; ++i) {
+      const char* s = m.src + m.from[m.order[i]];
+      for (int64_t r = 0; r < m.n_row; ++r) {
+        T v;
+        std::memcpy(&v, s + m.row_src[r], sizeof v);
+        acc[r] = scatter_arith::Ops<A>::add(acc[r], C::load(v));
+      }
+    }
+    char* const d = m.self + m.elem[m.order[first]];
+    for (int64_t r = 0; r < m.n_row; ++r) {
+      A x = acc[r];
+      scatter_arith::finish_acc<T>(Combine::kMean, /*include_self=*/false, count, &x);
+      const T v = C::store(x);
+      std::memcpy(d + m.row_self[r], &v, sizeof v);
+    }
+  }
+}
+
+// The write pass of a mean, after every value checked; `seq` walks plan.seq.
+Status mean_all(const Job& seq, const IndexKPlan& plan, const CpuExecutor& ex) {
+  const IndexKArgs& a = *seq.a;
+  const int64_t n = plan.seq.numel, n_row = plan.row.numel;
+  std::vector<int64_t> elem(static_cast<size_t>(n)), from(elem.size()), order(elem.size());
+  int64_t q = 0;
+  walk(seq, 0, n, [&](const int64_t* off, int64_t len) {
+    return each_in_row(seq, off, len, [&](const int64_t* o, int64_t t) {
+      elem[q] = o[kIkWritten] + t;
+      from[q++] = o[kIkOther];
+    });
+  });
+  std::iota(order.begin(), order.end(), int64_t(0));
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t x, int64_t y) { return elem[x] < elem[y]; });
+  std::vector<int64_t> runs;
+  for (int64_t i = 0; i < n; ++i)
+    if (i == 0 || elem[order[i]] != elem[order[i - 1]]) runs.push_back(i);
+  const int64_t n_runs = static_cast<int64_t>(runs.size());
+  runs.push_back(n);
+  std::vector<int64_t> row_self(static_cast<size_t>(n_row)), row_src(row_self.size());
+  for (int64_t r = 0; r < n_row; ++r) {
+    row_self[r] = plan_offset(plan.row, kIkWritten, r) * seq.es;
+    row_src[r] = plan_offset(plan.row, kIkOther, r) * seq.es;
+  }
+  MeanJob m;
+  m.order = order.data();
+  m.runs = runs.data();
+  m.elem = elem.data();
+  m.from = from.data();
+  m.row_self = row_self.data();
+  m.row_src = row_src.data();
+  m.n_row = n_row;
+  m.self = seq.base[kIkWritten];
+  m.src = seq.base[kIkOther];
+  return elem::with_type(a.self.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ex.parallel_for(ex.self, n_runs, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, n_row)),
+                    &mean_range<T>, &m);
+    return Status::kOk;
+  });
+}
+
 void fill_job(Job& j, const IndexKArgs& a, const LoopPlan<kN>& loop) {
   j.a = &a;
   j.loop = loop;
@@ -270,15 +362,21 @@ Status index_k_cpu(const IndexKArgs& args, const IndexKPlan& plan, const CpuExec
   const int64_t bad = job.first_bad.load();
   if (bad != kNoError) return report_bad(job, bad, err);
   if (!w) return Status::kOk;
+  Status s = Status::kOk;
   if (plan.order_free) {
     ex.parallel_for(ex.self, job.loop.numel, kGrain, &write_range, &job);
-    return Status::kOk;
+  } else if (args.desc.combine == Combine::kMean) {
+    Job seq;
+    fill_job(seq, args, plan.seq);
+    s = mean_all(seq, plan, ex);
+  } else {
+    s = write_span(job, 0, job.loop.numel);
   }
-  const Status s = write_span(job, 0, job.loop.numel);
   if (s != Status::kOk)
     return detail::fail_op(err, args.desc.op, s,
-                           std::string(op_name(args.desc.op)) + "(): add is not implemented for " +
-                               dtype_name(args.self.dtype));
+                           std::string(op_name(args.desc.op)) +
+                               "(): " + combine_name(args.desc.combine) +
+                               " is not implemented for " + dtype_name(args.self.dtype));
   return Status::kOk;
 }
 

@@ -4,10 +4,11 @@
 // A call is one kernel for a read; for a write: a validation kernel (raises the call's abort
 // word on a bad value), then the copy or atomic kernel, which writes nothing once the word is
 // raised. The sorted fill (fill_rows_path: an order-free write whose index every row shares):
-// keys, CUB's sort, then a store per (row, sorted key). The sorted path (the narrow types' adds;
-// deterministic writes that may meet duplicates): keys (validating), CUB's stable radix sort, then,
-// per element written, its first writer walks the run in index order (a block per sorted position
-// for long rows, a thread per (position, row element) otherwise). No host synchronization unless
+// keys, CUB's sort, then a store per (row, sorted key). The sorted path (every mean; the narrow
+// types' adds; deterministic writes that may meet duplicates): keys (validating), CUB's stable
+// radix sort, then, per element written, its first writer walks the run in index order (a block
+// per sorted position for long rows, a thread per (position, row element) otherwise). No host
+// synchronization unless
 // CudaCheckMode::kSync.
 #include <cuda_runtime.h>
 
@@ -19,7 +20,7 @@
 
 #include "cuda_report.cuh"
 #include "cuda_status.cuh"
-#include "index_k_cuda_impl.h"
+#include "index_k_cuda_sorted.h"
 #include "stridewise/cuda_errors.h"
 #include "stridewise/index_k.h"
 
@@ -160,10 +161,6 @@ Status with_offsets(bool u32, int rank, F&& f) {
   return u32 ? dims(Tag<uint32_t>{}) : dims(Tag<int64_t>{});
 }
 
-bool adds(const IndexKArgs& a) {
-  return a.desc.combine == Combine::kAdd;
-}
-
 int64_t align256(int64_t b) {
   return (b + 255) / 256 * 256;
 }
@@ -260,7 +257,7 @@ Status launch_sorted(const IndexKArgs& args, const IndexKPlan& plan, void* ws, C
           <<<grid_for(n, kThreads), kThreads, 0, s>>>(g, I(n));
     return Status::kOk;
   };
-  if (!adds(args))
+  if (!args.desc.accumulates())  // add and mean walk alike (SegParams::mean)
     return cuda_gather::with_unit(int(elem_size(args.self.dtype)),
                                   [&](auto ut) { return go(ut, std::false_type{}); });
   return elem::with_type(args.self.dtype, [&](auto tag) { return go(tag, std::true_type{}); });
@@ -285,12 +282,13 @@ Status launch(const IndexKArgs& args, const IndexKPlan& plan, void* ws, CudaErro
     const Params<I, D> c = make_params<I, D>(args, plan, plan.check, rec, abort);
     check_kernel<I, D>
         <<<grid_for(int64_t(c.numel), int64_t(kThreads) * kUnroll), kThreads, 0, s>>>(c);
-    if (!adds(args))
+    if (args.desc.combine == Combine::kCopy)
       return cuda_gather::with_unit(int(es * plan.vec), [&](auto ut) {
         put_kernel<typename decltype(ut)::type, I, D><<<blocks, kThreads, 0, s>>>(p);
         return Status::kOk;
       });
-    // Here the accumulation type is the storage type (the others took the sorted path).
+    // An add whose accumulation type is the storage type (the others, and every mean, took the
+    // sorted path).
     return elem::with_type(args.self.dtype, [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       using A = scatter_arith::AccOf<T>;

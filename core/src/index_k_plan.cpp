@@ -54,7 +54,13 @@ Status validate(const IndexKArgs& a, const Checker& c) {
   if (!(writes(a) && a.has_value) &&
       (s = c.operand(writes(a) ? "source" : "out", dense)) != Status::kOk)
     return s;
-  if ((s = c.operand("self", a.self)) != Status::kOk) return s;
+  // A write's self is target restrided. Over an empty target (a dim of size 0) nothing is
+  // addressed: an indexed dim of size 0 makes every index value out of range, any other makes
+  // the iteration empty. So self may have no data (an empty tensor's); its sizes are tied to
+  // src's by same_shape below, its strides are checked here.
+  StridedView self = a.self;
+  if (writes(a) && a.target.numel() == 0 && self.rank > 0) self.sizes[0] = 0;
+  if ((s = c.operand("self", self)) != Status::kOk) return s;
   if ((writes(a) || a.mode == IndexMode::kUnravel) &&
       (s = c.operand("self", a.target)) != Status::kOk)
     return s;
@@ -84,10 +90,13 @@ Status validate(const IndexKArgs& a, const Checker& c) {
     return c.bad(Status::kUnsupported, std::string(op_name(a.desc.op)) +
                                            "(): " + combine_name(a.desc.combine) +
                                            " is not implemented for " + dtype_name(a.self.dtype));
-  if (a.desc.combine != Combine::kCopy && a.desc.combine != Combine::kAdd)
-    return c.bad(Status::kUnsupported, "advanced indexing combines by copy or add only");
   if (!writes(a) && a.desc.combine != Combine::kCopy)
     return c.bad(Status::kInvalidArgument, "a read combines by copy");
+  if (a.desc.combine == Combine::kMean) {
+    if (a.desc.include_self)
+      return c.bad(Status::kUnsupported, "a mean over indexed positions excludes self");
+    if (a.has_value) return c.bad(Status::kInvalidArgument, "a mean takes src, not a value");
+  }
   const StridedView& written = writes(a) ? a.target : a.out;
   if (!order_free(a) && detail::has_internal_overlap(written))
     return c.bad(Status::kInvalidArgument, detail::internal_overlap_message());
@@ -239,7 +248,8 @@ void plan_ordered(const IndexKArgs& a, IndexKPlan* p) {
 }  // namespace
 
 bool index_k_supports(DType t, Combine c) {
-  return (c == Combine::kCopy || c == Combine::kAdd) && scatter_supports(t, c);
+  return (c == Combine::kCopy || c == Combine::kAdd || c == Combine::kMean) &&
+         scatter_supports(t, c);
 }
 
 Status plan_index_k(const IndexKArgs& args, IndexKPlan* plan, ErrorDetail* err) {
@@ -295,6 +305,13 @@ Status plan_index_k(const IndexKArgs& args, IndexKPlan* plan, ErrorDetail* err) 
     if (p.loop.strides[self_slot][d] == 0) p.may_collide = true;
   p.order_free = order_free(args);
   if (w) plan_ordered(args, &p);
+  // A mean counts an element's writers among the seq positions (index_k.h): an index that
+  // moves along a row dim would give one element writers the count never sees.
+  for (int d = 0; args.desc.combine == Combine::kMean && d < p.row.rank; ++d)
+    for (int j = 0; j < kMaxIndexTerms; ++j)
+      if (p.row.strides[kIkIndex0 + j][d] != 0)
+        return c.bad(Status::kInvalidArgument,
+                     "a mean's index moves only along the dims where self's view has stride 0");
   *plan = p;
   if (err) *err = ErrorDetail{};
   return Status::kOk;

@@ -3,6 +3,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <utility>
+
+#include "../src/elem_types.h"
 
 namespace swt {
 
@@ -85,11 +89,13 @@ IndexKCase make_index_k_case(Rng& rng, DType dt, IndexMode mode, IndexRole role,
   for (auto& x : ss) x = rand_int(rng, 1, 5);
   c.self = make_random_tensor(rng, dt, ss, write ? no_expand : in);
   fill_random_bytes(rng, c.self);
-  if (comb == Combine::kAdd) fill_small(rng, c.self);
+  const bool sums = comb == Combine::kAdd || comb == Combine::kMean;
+  if (sums) fill_small(rng, c.self);
   IndexKArgs& a = c.args;
   a.mode = mode;
   // Most cases wrap (ATen's index / take / put); some take [0, n) (embedding's backward).
-  a.desc = {write ? OpCode::kIndexPut : OpCode::kIndex, role, comb, true, rand_int(rng, 0, 3) != 0};
+  a.desc = {write ? OpCode::kIndexPut : OpCode::kIndex, role, comb,
+            /*include_self=*/comb != Combine::kMean, rand_int(rng, 0, 3) != 0};
   a.target = c.self.view;
   const int nb = static_cast<int>(rand_int(rng, 1, 2));
   c.bshape.resize(nb);
@@ -134,9 +140,9 @@ IndexKCase make_index_k_case(Rng& rng, DType dt, IndexMode mode, IndexRole role,
   c.dense = make_random_tensor(rng, dt, c.shape, write ? in : no_expand);
   if (write) {
     fill_random_bytes(rng, c.dense);
-    if (comb == Combine::kAdd) fill_small(rng, c.dense);
+    if (sums) fill_small(rng, c.dense);
     a.src = c.dense.view;
-    if (rand_int(rng, 0, 4) == 0) {  // one value (a Python scalar's) at every position
+    if (comb != Combine::kMean && rand_int(rng, 0, 4) == 0) {  // one value (a Python scalar's)
       a.has_value = true;
       std::memcpy(a.value, c.dense.base(), static_cast<size_t>(elem_size(dt)));
     }
@@ -191,8 +197,45 @@ IndexKCase make_fill_case(Rng& rng, DType dt) {
   return c;
 }
 
+namespace {
+
+// A mean's reference: per element reached, the sum of its writers in index order from +0 (exact:
+// small integers), then one division (floor division for int32).
+std::vector<unsigned char> mean_reference(const IndexKCase& c) {
+  const TestTensor& t = c.self;
+  std::vector<unsigned char> want(t.base(), t.base() + t.storage_bytes());
+  const bool i32 = c.self.view.dtype == DType::kInt32;
+  std::map<int64_t, std::pair<int64_t, int64_t>> acc;  // element -> (sum, count)
+  for (int64_t p = 0; p < numel(c.shape); ++p) {
+    const unsigned char* s = c.dense.base() + (c.dense.offset + offset_of(c.dense.view, p)) * 4;
+    int32_t i;
+    float f;
+    std::memcpy(&i, s, 4);
+    std::memcpy(&f, s, 4);
+    auto& e = acc[ref_offset(c, p)];
+    e.first += i32 ? i : static_cast<int64_t>(f);
+    ++e.second;
+  }
+  for (const auto& [off, e] : acc) {
+    unsigned char* dst = want.data() + (c.self.offset + off) * 4;
+    if (i32) {
+      int64_t q = e.first / e.second;
+      if (e.first % e.second != 0 && e.first < 0) --q;
+      const int32_t v = static_cast<int32_t>(q);
+      std::memcpy(dst, &v, 4);
+    } else {
+      const float v = static_cast<float>(e.first) / static_cast<float>(e.second);
+      std::memcpy(dst, &v, 4);
+    }
+  }
+  return want;
+}
+
+}  // namespace
+
 // The storage bytes self (write) or out (read) must hold afterwards.
 std::vector<unsigned char> index_k_reference(const IndexKCase& c) {
+  if (c.args.desc.combine == Combine::kMean) return mean_reference(c);
   const bool write = c.args.desc.role == IndexRole::kWrite;
   const TestTensor& t = write ? c.self : c.dense;
   std::vector<unsigned char> want(t.base(), t.base() + t.storage_bytes());
@@ -237,6 +280,60 @@ std::string IndexKCase::describe() const {
          shape_str(std::vector<int64_t>(self.view.sizes, self.view.sizes + self.view.rank)) +
          " iter " + shape_str(shape) + " k " + std::to_string(args.k) +
          (args.mode == IndexMode::kUnravel ? " flat" : "");
+}
+
+namespace {
+
+void put_float(TestTensor& t, int64_t e, float f) {
+  unsigned char* p = static_cast<unsigned char*>(t.view.data) + e * elem_size(t.view.dtype);
+  if (t.view.dtype == DType::kFloat16) {
+    const uint16_t h = stridewise::elem::float_to_f16(f);
+    std::memcpy(p, &h, 2);
+  } else {
+    std::memcpy(p, &f, 4);
+  }
+}
+
+}  // namespace
+
+IndexKCase mean_case(DType dt, int64_t n, const std::vector<float>& src,
+                     const std::vector<int64_t>& idx) {
+  const int64_t m = static_cast<int64_t>(idx.size());
+  IndexKCase c;
+  c.self = make_tensor(dt, {n}, {1}, 0);
+  c.dense = make_tensor(dt, {m}, {1}, 0);
+  c.idx.push_back(make_tensor(DType::kInt64, {m}, {1}, 0));
+  for (int64_t e = 0; e < n; ++e) put_float(c.self, e, static_cast<float>(5 + 2 * e));
+  for (int64_t i = 0; i < m; ++i) {
+    put_float(c.dense, i, src[i]);
+    write_index(c.idx[0].view, i, idx[i]);
+  }
+  c.shape = c.bshape = {m};
+  c.dims = {0};
+  IndexKArgs& a = c.args;
+  a.desc = {OpCode::kEmbeddingBackward, IndexRole::kWrite, Combine::kMean, false, false};
+  a.self = c.self.view;
+  a.self.sizes[0] = m;
+  a.self.strides[0] = 0;
+  a.target = c.self.view;
+  a.src = c.dense.view;
+  a.index[0] = c.idx[0].view;
+  a.term_size[0] = n;
+  a.term_stride[0] = 1;
+  return c;
+}
+
+float mean_case_at(const IndexKCase& c, int64_t e) {
+  const unsigned char* p =
+      static_cast<const unsigned char*>(c.self.view.data) + e * elem_size(c.self.view.dtype);
+  if (c.self.view.dtype == DType::kFloat16) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return stridewise::elem::f16_to_float(h);
+  }
+  float f;
+  std::memcpy(&f, p, 4);
+  return f;
 }
 
 int64_t plant_bad_index(Rng& rng, IndexKCase& c, int j, bool high) {

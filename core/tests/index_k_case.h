@@ -25,7 +25,8 @@ struct IndexKCase {
 };
 
 // Copy: any dtype. Add: float32 (the reference adds in index order) or int32 (exact in any
-// order).
+// order). Mean (include_self = false, never a value): float32 or int32, small integers, so
+// each sum is exact and its one division (floor division for int32) is the only rounding.
 IndexKCase make_index_k_case(Rng& rng, DType dt, stridewise::IndexMode mode,
                              stridewise::IndexRole role, stridewise::Combine comb);
 
@@ -39,6 +40,14 @@ std::vector<unsigned char> index_k_reference(const IndexKCase& c);
 
 // Whether two positions reach one element of self (then a CUDA copy's winner is unspecified).
 bool index_k_has_duplicates(const IndexKCase& c);
+
+// A directed mean (embedding_dense_backward's descriptor: include_self = false, values in
+// [0, n)): self holds n float16 or float32 elements 5, 7, 9, ..; src's values are written at
+// the elements `idx` names, in that (index) order.
+IndexKCase mean_case(DType dt, int64_t n, const std::vector<float>& src,
+                     const std::vector<int64_t>& idx);
+// Element e of a mean_case's self, as a float.
+float mean_case_at(const IndexKCase& c, int64_t e);
 
 // Puts `value` into one random element of index tensor j; returns the limit |value| breaks.
 int64_t plant_bad_index(Rng& rng, IndexKCase& c, int j, bool high);

@@ -1,7 +1,7 @@
 // index_k_cpu against an obvious reference: random layouts of every operand (expanded,
 // transposed, sliced, offset storages), k = 1..kMaxIndexTerms index tensors broadcast over one
-// shape with negative values, take/put's flat positions over a non-contiguous self, copy and
-// add, reads and writes. The reference walks logical coordinates only (no planner).
+// shape with negative values, take/put's flat positions over a non-contiguous self, copy, add
+// and mean, reads and writes. The reference walks logical coordinates only (no planner).
 //
 // Storages are guarded (a write past the end faults) and compared whole: out's poisoned bytes
 // must stay where the view does not reach, a write must touch exactly the reference's bytes,
@@ -47,9 +47,14 @@ TEST(IndexKCpu, MatchesReferenceOverRandomLayouts) {
   for (int trial = 0; trial < 600; ++trial) {
     const IndexMode mode = trial % 3 == 2 ? IndexMode::kUnravel : IndexMode::kSum;
     const IndexRole role = trial % 2 ? IndexRole::kWrite : IndexRole::kRead;
-    const Combine comb =
-        role == IndexRole::kWrite && trial % 4 == 1 ? Combine::kAdd : Combine::kCopy;
-    const DType dt = comb == Combine::kAdd ? DType::kFloat32 : dts[trial % 5];
+    const Combine comb = role != IndexRole::kWrite ? Combine::kCopy
+                         : trial % 4 == 1          ? Combine::kAdd
+                         : trial % 8 == 3          ? Combine::kMean
+                                                   : Combine::kCopy;
+    const DType dt = comb == Combine::kAdd                        ? DType::kFloat32
+                     : comb == Combine::kMean && trial % 16 == 11 ? DType::kInt32
+                     : comb == Combine::kMean                     ? DType::kFloat32
+                                                                  : dts[trial % 5];
     IndexKCase c = make_index_k_case(rng, dt, mode, role, comb);
     run_and_check(c, seed, trial);
     if (HasFailure()) return;
@@ -63,7 +68,9 @@ TEST(IndexKCpu, BadValueIsReportedAndWritesNothing) {
   for (int trial = 0; trial < 300 && seen < 100; ++trial) {
     const IndexMode mode = trial % 2 ? IndexMode::kUnravel : IndexMode::kSum;
     const IndexRole role = trial % 3 ? IndexRole::kWrite : IndexRole::kRead;
-    IndexKCase c = make_index_k_case(rng, DType::kFloat32, mode, role, Combine::kCopy);
+    const Combine comb =
+        role == IndexRole::kWrite && trial % 4 == 1 ? Combine::kMean : Combine::kCopy;
+    IndexKCase c = make_index_k_case(rng, DType::kFloat32, mode, role, comb);
     if (numel(c.shape) == 0) continue;
     // One element of one index tensor gets a value one past either end.
     const int j = static_cast<int>(rand_int(rng, 0, c.args.k - 1));
@@ -145,6 +152,52 @@ TEST(IndexKCpu, DuplicatesResolveInIndexOrder) {
   }
 }
 
+// A mean sums in the accumulation type from +0 in index order, divides once and rounds once;
+// self takes no part. float16: [2048, 1, 1] onto one element sums to 2050 in float32, and
+// 683.33.. rounds to 683.5 (per-step float16 rounding, 2048 + 1 = 2048, would give 682.5).
+// float32: [1, 1e8, -1e8] is 0 in index order (1 + 1e8 rounds to 1e8), 1/3 in any other.
+// An element nobody writes keeps its value.
+TEST(IndexKCpu, MeanSumsInIndexOrderInTheAccumulationTypeAndDividesOnce) {
+  struct Want {
+    DType dt;
+    std::vector<float> src;
+    std::vector<int64_t> idx;
+    std::vector<float> out;
+  };
+  const Want cases[] = {
+      {DType::kFloat16, {2048, -3, 1, 1}, {2, 0, 2, 2}, {-3, 7, 683.5f}},
+      {DType::kFloat32, {1, 4, 1e8f, -1e8f}, {1, 0, 1, 1}, {4, 0}},
+  };
+  for (const Want& w : cases) {
+    IndexKCase c = mean_case(w.dt, static_cast<int64_t>(w.out.size()), w.src, w.idx);
+    IndexKPlan plan;
+    ErrorDetail err;
+    ASSERT_EQ(stridewise::plan_index_k(c.args, &plan, &err), Status::kOk) << err.message;
+    ASSERT_EQ(stridewise::index_k_cpu(c.args, plan, stridewise::default_cpu_executor(), &err),
+              Status::kOk);
+    for (size_t e = 0; e < w.out.size(); ++e)
+      EXPECT_EQ(mean_case_at(c, static_cast<int64_t>(e)), w.out[e]) << c.describe() << " " << e;
+  }
+}
+
+// embedding_dense_backward with num_weights 0: an empty target whose data is null (an empty
+// tensor's). Every value is out of range; it is reported, nothing is addressed.
+TEST(IndexKCpu, EmptyTargetWithoutDataReportsTheFirstValue) {
+  for (Combine comb : {Combine::kAdd, Combine::kMean}) {
+    IndexKCase c = mean_case(DType::kFloat32, 0, {1, 2}, {3, 0});
+    c.args.desc.combine = comb;
+    c.args.desc.include_self = comb != Combine::kMean;
+    c.args.self.data = c.args.target.data = nullptr;
+    IndexKPlan plan;
+    ErrorDetail err;
+    ASSERT_EQ(stridewise::plan_index_k(c.args, &plan, &err), Status::kOk) << err.message;
+    EXPECT_EQ(stridewise::index_k_cpu(c.args, plan, stridewise::default_cpu_executor(), &err),
+              Status::kIndexOutOfRange);
+    EXPECT_EQ(err.value, 3);
+    EXPECT_EQ(err.hi, 0);
+  }
+}
+
 TEST(IndexKCpu, RejectsWhatTheContractExcludes) {
   std::vector<float> x(6), v(2);
   std::vector<int64_t> i = {0, 1};
@@ -165,6 +218,28 @@ TEST(IndexKCpu, RejectsWhatTheContractExcludes) {
   a.k = 1;
   a.desc.combine = Combine::kMul;
   EXPECT_EQ(stridewise::plan_index_k(a, &plan, &err), Status::kUnsupported);
+  // a mean: without self, from src, written
+  a.desc.combine = Combine::kMean;
+  EXPECT_EQ(stridewise::plan_index_k(a, &plan, &err), Status::kUnsupported);  // include_self
+  a.desc.include_self = false;
+  EXPECT_EQ(stridewise::plan_index_k(a, &plan, &err), Status::kOk) << err.message;
+  a.has_value = true;
+  EXPECT_EQ(stridewise::plan_index_k(a, &plan, &err), Status::kInvalidArgument);
+  a.has_value = false;
+  a.desc.role = IndexRole::kRead;
+  a.out = a.src;
+  EXPECT_EQ(stridewise::plan_index_k(a, &plan, &err), Status::kInvalidArgument);
+  // an index that moves along a dim where self's view moves: its count would miss writers
+  std::vector<float> src2(4);
+  std::vector<int64_t> i2 = {0, 1};
+  a.desc.role = IndexRole::kWrite;
+  a.self = stridewise::make_view(x.data(), DType::kFloat32, {2, 2}, {0, 1});
+  a.src = stridewise::make_view(src2.data(), DType::kFloat32, {2, 2}, {2, 1});
+  a.index[0] = stridewise::make_view(i2.data(), DType::kInt64, {2, 2}, {0, 1});
+  EXPECT_EQ(stridewise::plan_index_k(a, &plan, &err), Status::kInvalidArgument);
+  a.index[0].strides[0] = 1;
+  a.index[0].strides[1] = 0;
+  EXPECT_EQ(stridewise::plan_index_k(a, &plan, &err), Status::kOk) << err.message;
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // Indexing through k index tensors at once: index.Tensor (x[i], x[:, i], x[i, j], x[mask]),
-// index_put_ (x[i] = v, x[i] += v), take and put. The same descriptor as gather/scatter with
-// k indexed dims instead of one (indexed_op.h: role read or write, combine copy or add).
+// index_put_ (x[i] = v, x[i] += v), take, put, and embedding_dense_backward where its index
+// dims do not flatten to one (out[idx] += grad, or its mean). The same descriptor as
+// gather/scatter with k indexed dims instead of one (indexed_op.h: role read or write, combine
+// copy, add or mean).
 //
 // Every operand is a view over one iteration shape (the result's shape for index/take, the
 // broadcast values' shape for index_put_/put). For each position p of that shape:
@@ -9,6 +11,11 @@
 //   read  (index, take):      out[p] = self_data[off(p)]
 //   write (index_put_, put):  self_data[off(p)] = src[p]      (combine copy)
 //                             self_data[off(p)] += src[p]     (combine add)
+//   write, combine mean:      self_data[e] = (sum of src[p] over the positions p with
+//                             off(p) = e) / their count, for every element e some position
+//                             reaches; the others keep their value (include_self = false:
+//                             e's prior value takes no part; embedding_dense_backward's
+//                             scale_grad_by_freq, which needs no self)
 //
 // where self(p) is `self` restrided onto the iteration shape (the dims the index tensors do
 // not address map onto the result's dims; stride 0 along the broadcast index dims), and:
@@ -30,7 +37,14 @@
 //  - write: self is written in place; it overlaps neither src nor an index, and self's
 //    own view (`target`) has no internal overlap unless the write is order-free (below):
 //    then positions that share memory store the same bytes (ATen's index_fill_ writes an
-//    expanded self, with a deprecation warning the adapter raises).
+//    expanded self, with a deprecation warning the adapter raises). Over an empty target
+//    self's data may be null (nothing is addressed: every index value is out of range, or
+//    nothing iterates).
+//  - mean: write only, include_self = false, src given (not a value); else kUnsupported
+//    (include_self) or kInvalidArgument. Every index stride is 0 along the dims where self's
+//    restrided view moves (as the adapter's views have them; else kInvalidArgument), so two
+//    positions meet only through the broadcast dims (IndexKPlan::seq), and an element's count
+//    is the number of seq positions whose terms reach it.
 //  - Any strides (including 0) on every operand; nothing is ever copied.
 // Bad index values are never used to address memory. Read: CPU returns kIndexOutOfRange with
 // the first bad element in plan order (out may be partly written, as with ATen); CUDA skips
@@ -51,6 +65,18 @@
 // adds float32/64, complex and int32/64 with atomics on self; float16/bfloat16 (in float32)
 // and the narrow integers (in int32) go through the sorted path, so each element is rounded
 // once, as ATen's CUDA kernel does.
+// Mean, on both devices the same arithmetic and order, so CPU and CUDA agree bitwise: the seq
+// positions sorted by their terms, stably (CPU: std::stable_sort; CUDA: CUB's radix sort, the
+// sorted path, taken by every mean), each element's writers walked in index order, summed in
+// the accumulation type (scatter_arith::AccOf: float32 for float16/bfloat16) from +0, divided
+// once by their count (the run's length; floor division for integers, the narrow ones' sum
+// wrapped first, as scatter_reduce's mean) and rounded once. So a mean is as close to a
+// float64 reference as ATen CUDA's (float32 sum, rounded once); ATen CPU's (1/count-scaled
+// terms added per step in the storage type) is as far in float32 and farther in
+// float16/bfloat16. Bitwise repeatable on every run, deterministic mode or not, and on the CPU
+// whatever the executor's chunks; no atomics, no host synchronization. The CPU's write pass
+// allocates host scratch: four int64 per seq position (offsets, sorted order, run starts), two
+// per row position (IndexKPlan::row), and one accumulator per row position per chunk.
 #pragma once
 
 #include <cstddef>
@@ -133,8 +159,8 @@ struct IndexKPlan {
 // Validates the contract above (cheap, host only) and plans the loops.
 Status plan_index_k(const IndexKArgs& args, IndexKPlan* plan, ErrorDetail* err);
 
-// Whether the core runs this dtype with this combine (copy: every sized dtype; add: as
-// scatter_supports).
+// Whether the core runs this dtype with this combine (copy: every sized dtype; add and mean:
+// as scatter_supports).
 bool index_k_supports(DType t, Combine c);
 
 // As with gather, the plan-taking forms require the plan of a successful plan_index_k on these

@@ -1,8 +1,8 @@
 // The CUDA advanced-indexing kernel bodies (index_k_cuda_impl.h) run on the host for every
 // block and thread of their grid, over the same random cases as the CPU executor's test and
 // against the same logical reference: the unit (vector) offsets, the k terms with their
-// wrap, the unravel calculator, the validation pass that stops a write, and the narrow types'
-// workspace. Needs no GPU; never skips.
+// wrap, the unravel calculator, the validation pass that stops a write, the narrow types'
+// workspace, and the sorted path's walks (copy, add, mean). Needs no GPU; never skips.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "index_k_case.h"
-#include "index_k_cuda_impl.h"
+#include "index_k_cuda_sorted.h"
 
 namespace swt {
 namespace {
@@ -291,8 +291,8 @@ TEST(IndexKEmulated, RowsMoveInVectorUnits) {
 }
 
 // The sorted path: keys, a stable sort (CUB's on the device), then the segment walk. Duplicates
-// resolve in index order, so copies (last writer) and float32 sums (in order, in the
-// accumulation type) equal the reference bitwise.
+// resolve in index order, so copies (last writer), sums (in order, in the accumulation type)
+// and means (those sums from +0, divided once) equal the reference bitwise.
 template <typename I, int D>
 bool emulate_sorted(const stridewise::IndexKArgs& a, const IndexKPlan& plan, int* vectorized) {
   int64_t word = 0;
@@ -317,13 +317,20 @@ bool emulate_sorted(const stridewise::IndexKArgs& a, const IndexKPlan& plan, int
   const ik::SegParams<I, D> s = ik::make_seg_params<I, D>(a, plan, sk.data(), sv.data(), abort);
   const int vec = ik::seg_vec_width(a, plan);
   const int es = stridewise::elem_size(a.self.dtype);
+  // Adds and means (SegParams::mean) walk per element type; copies per unit of its size.
+  const bool acc = a.desc.accumulates();
   if (vec > 1 && vec == 16 / es) {  // the unit walk, as seg_rows_vec_kernel runs it
     for (int64_t i = 0; i < n; ++i) {
       int64_t end = 0;
       if (!ik::seg_head(s, i, &end)) continue;
       for (int64_t u = 0; u < plan.row.numel / vec; ++u) {
-        if (a.desc.combine == Combine::kAdd)
-          ik::seg_walk_vec<float, true, 4>(s, i, end, I(u));
+        if (acc)
+          stridewise::elem::with_type(a.self.dtype, [&](auto tag) {
+            using T = typename decltype(tag)::type;
+            if constexpr (sizeof(T) <= 8)
+              ik::seg_walk_vec<T, true, 16 / sizeof(T)>(s, i, end, I(u));
+            return Status::kOk;
+          });
         else
           stridewise::cuda_gather::with_unit(es, [&](auto ut) {
             using T = typename decltype(ut)::type;
@@ -338,8 +345,11 @@ bool emulate_sorted(const stridewise::IndexKArgs& a, const IndexKPlan& plan, int
   }
   for (int64_t i = 0; i < n; ++i)
     for (int64_t r = 0; r < plan.row.numel; ++r) {
-      if (a.desc.combine == Combine::kAdd)
-        ik::seg_at<float, true>(s, i, I(r));
+      if (acc)
+        stridewise::elem::with_type(a.self.dtype, [&](auto tag) {
+          ik::seg_at<typename decltype(tag)::type, true>(s, i, I(r));
+          return Status::kOk;
+        });
       else
         stridewise::cuda_gather::with_unit(stridewise::elem_size(a.self.dtype), [&](auto ut) {
           ik::seg_at<typename decltype(ut)::type, false>(s, i, I(r));
@@ -355,9 +365,13 @@ TEST(IndexKEmulated, SortedPathResolvesDuplicatesInIndexOrder) {
   int dups = 0, ran = 0, vectorized = 0;
   for (int trial = 0; trial < 300; ++trial) {
     const IndexMode mode = trial % 3 == 2 ? IndexMode::kUnravel : IndexMode::kSum;
-    const Combine comb = trial % 2 ? Combine::kAdd : Combine::kCopy;
-    const DType dt =
-        comb == Combine::kAdd ? DType::kFloat32 : (trial % 4 ? DType::kInt16 : DType::kComplex128);
+    const Combine comb = trial % 4 == 3 ? Combine::kMean
+                         : trial % 2    ? Combine::kAdd
+                                        : Combine::kCopy;
+    const DType dt = comb == Combine::kMean  ? (trial % 8 == 3 ? DType::kInt32 : DType::kFloat32)
+                     : comb == Combine::kAdd ? DType::kFloat32
+                     : trial % 4             ? DType::kInt16
+                                             : DType::kComplex128;
     IndexKCase c = make_index_k_case(rng, dt, mode, IndexRole::kWrite, comb);
     IndexKPlan plan;
     ErrorDetail err;
@@ -377,12 +391,14 @@ TEST(IndexKEmulated, SortedPathResolvesDuplicatesInIndexOrder) {
   EXPECT_GT(dups, 30);  // the cases this path exists for
 }
 
-// x[i] += v and x[i] = v over contiguous rows with duplicates: the sorted path's unit walk.
+// x[i] += v, x[i] = v and the mean over contiguous rows with duplicates: the sorted path's
+// unit walk.
 TEST(IndexKEmulated, SortedRowsMoveInVectorUnits) {
   Rng rng(test_seed());
-  for (Combine comb : {Combine::kAdd, Combine::kCopy}) {
+  for (Combine comb : {Combine::kAdd, Combine::kCopy, Combine::kMean}) {
     IndexKCase c = row_case(rng, {3, -5, 0, 3, 6, 3}, IndexRole::kWrite, comb);  // row 3 thrice
     c.args.desc.op = stridewise::OpCode::kIndexPut;
+    c.args.desc.include_self = comb != Combine::kMean;
     c.args.deterministic = true;
     const std::vector<unsigned char> want = index_k_reference(c);
     IndexKPlan plan;
@@ -395,6 +411,69 @@ TEST(IndexKEmulated, SortedRowsMoveInVectorUnits) {
     EXPECT_EQ(vectorized, 1);
     EXPECT_EQ(diff_bytes(c.self.base(), want.data(), want.size()), "");
   }
+}
+
+// The directed means of the CPU test (test_index_k_cpu.cpp), through the sorted path's walk:
+// the same values, so CPU and CUDA agree bitwise on them.
+TEST(IndexKEmulated, MeanSumsInIndexOrderInTheAccumulationTypeAndDividesOnce) {
+  struct Want {
+    DType dt;
+    std::vector<float> src;
+    std::vector<int64_t> idx;
+    std::vector<float> out;
+  };
+  const Want cases[] = {
+      {DType::kFloat16, {2048, -3, 1, 1}, {2, 0, 2, 2}, {-3, 7, 683.5f}},
+      {DType::kFloat32, {1, 4, 1e8f, -1e8f}, {1, 0, 1, 1}, {4, 0}},
+  };
+  for (const Want& w : cases) {
+    IndexKCase c = mean_case(w.dt, static_cast<int64_t>(w.out.size()), w.src, w.idx);
+    IndexKPlan plan;
+    ErrorDetail err;
+    ASSERT_EQ(stridewise::plan_index_k(c.args, &plan, &err), Status::kOk) << err.message;
+    int vectorized = 0;
+    const bool bad = emulate_sorted<uint32_t, 6>(c.args, plan, &vectorized);
+    EXPECT_FALSE(bad);
+    for (size_t e = 0; e < w.out.size(); ++e)
+      EXPECT_EQ(mean_case_at(c, static_cast<int64_t>(e)), w.out[e]) << c.describe() << " " << e;
+  }
+}
+
+// num_weights 0 (test_index_k_cpu.cpp's case): an empty target without data; the keys pass
+// reports a value and nothing is addressed.
+TEST(IndexKEmulated, EmptyTargetWithoutDataStopsTheMean) {
+  IndexKCase c = mean_case(DType::kFloat32, 0, {1, 2}, {3, 0});
+  c.args.self.data = c.args.target.data = nullptr;
+  IndexKPlan plan;
+  ErrorDetail err;
+  ASSERT_EQ(stridewise::plan_index_k(c.args, &plan, &err), Status::kOk) << err.message;
+  int vectorized = 0;
+  const bool bad = emulate_sorted<uint32_t, 6>(c.args, plan, &vectorized);
+  EXPECT_TRUE(bad);
+}
+
+// A mean's keys pass validates as the check pass does: a bad value stops every write.
+TEST(IndexKEmulated, BadValueStopsEveryMean) {
+  const uint64_t seed = test_seed();
+  Rng rng(seed);
+  int seen = 0;
+  for (int trial = 0; trial < 100; ++trial) {
+    const IndexMode mode = trial % 2 ? IndexMode::kUnravel : IndexMode::kSum;
+    IndexKCase c = make_index_k_case(rng, DType::kFloat32, mode, IndexRole::kWrite, Combine::kMean);
+    if (numel(c.shape) == 0) continue;
+    plant_bad_index(rng, c, static_cast<int>(rand_int(rng, 0, c.args.k - 1)), trial % 4 < 2);
+    const std::vector<unsigned char> before(c.self.base(), c.self.base() + c.self.storage_bytes());
+    IndexKPlan plan;
+    ErrorDetail err;
+    ASSERT_EQ(stridewise::plan_index_k(c.args, &plan, &err), Status::kOk) << err.message;
+    int vectorized = 0;
+    const bool bad = emulate_sorted<int64_t, 25>(c.args, plan, &vectorized);
+    EXPECT_TRUE(bad) << c.describe();
+    EXPECT_EQ(diff_bytes(c.self.base(), before.data(), before.size()), "") << c.describe();
+    ++seen;
+    if (HasFailure()) return;
+  }
+  EXPECT_GE(seen, 50);
 }
 
 TEST(IndexKEmulated, BadValueStopsEveryWrite) {

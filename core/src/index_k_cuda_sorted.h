@@ -1,0 +1,339 @@
+// CUDA advanced indexing internals (index_k.h), the sorted side: the sorted path (every mean,
+// the narrow types' adds, deterministic writes that may meet duplicates) and the sorted fill
+// (order-free writes whose index every row shares), their per-thread bodies and host-side
+// parameters and the rules that choose them. Host and device compilable, as
+// index_k_cuda_impl.h (its elementwise bodies), which this header builds on.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "index_k_cuda_impl.h"
+
+namespace stridewise {
+namespace cuda_index_k {
+
+// ---- the sorted path (deterministic writes) ----------------------------------------------
+// keys: over IndexKPlan::seq (index order), validating as the check pass does: key[q] = the
+// terms' offset, val[q] = q. A stable radix sort by key keeps index order among equal keys.
+// seg: one thread per (sorted position i, row position r); the first position of each run of
+// equal keys walks the run in order: copy stores its last writer, add sums in the
+// accumulation type and rounds once, mean (SegParams::mean, an add without self) sums from
+// +0 and divides by the run's length before it rounds (index_k.h; index_k_cpu.cpp's mean has
+// the same order and arithmetic). No atomics: the result is the same on every run.
+
+template <typename I, int D>
+SW_HOST_DEVICE SW_INLINE void keys_thread(const Params<I, D>& a, uint64_t* keys, int64_t* vals,
+                                          I block, I thread, I grid, Bad& bad) {
+  constexpr I kTile = I(kThreads) * kUnroll;
+  for (I base = block * kTile; base < a.numel; base += grid * kTile) {
+    SW_UNROLL
+    for (int u = 0; u < kUnroll; ++u) {
+      const I q = base + I(u * kThreads) + thread;
+      if (q >= a.numel) continue;
+      I t = 0;
+      int j = 0;
+      int64_t v = 0;
+      if (!terms(a, a.calc.get(q), &t, &j, &v)) {
+        t = 0;  // never used: the abort word stops the writes
+        if (!bad.b.any) bad = Bad{BadIndex{true, v, int64_t(q)}, j};
+      }
+      keys[q] = uint64_t(t);
+      vals[q] = int64_t(q);
+    }
+  }
+}
+
+template <typename I, int D>
+struct SegParams {
+  OffsetCalculator<kN, I, D> seq;  // q -> src offset (kIkOther)
+  OffsetCalculator<kN, I, D> row;  // r -> self (kIkWritten) and src (kIkOther) offsets
+  IntDivider<I> row_div;           // n_row, for the one-thread-per-(i, r) mapping
+  const uint64_t* keys;            // sorted
+  const int64_t* vals;
+  int64_t n_seq, n_row;
+  void* self;
+  const void* src;
+  AbortWord abort;
+  bool mean;       // kAdd walks: the run's mean, without self's value
+  bool has_value;  // never with mean
+  alignas(16) unsigned char value[16];
+};
+
+// Whether sorted position i is the first writer of its element, and where its run ends.
+template <typename I, int D>
+SW_HOST_DEVICE SW_INLINE bool seg_head(const SegParams<I, D>& a, int64_t i, int64_t* end) {
+  const uint64_t key = a.keys[i];
+  if (i > 0 && a.keys[i - 1] == key) return false;
+  int64_t e = i + 1;
+  while (e < a.n_seq && a.keys[e] == key) ++e;
+  *end = e;
+  return true;
+}
+
+// The writers [i, end) of one element, at row position r, in index order. T: the element type
+// (add) or the copy unit of the element's size (copy).
+template <typename T, bool kAdd, typename I, int D>
+SW_HOST_DEVICE SW_INLINE void seg_walk(const SegParams<I, D>& a, int64_t i, int64_t end, I r) {
+  const Offsets<kN, I> ro = a.row.get(r);
+  T* const dst = static_cast<T*>(a.self) + (I(a.keys[i]) + ro.v[kIkWritten]);
+  const T* const src = static_cast<const T*>(a.src);
+  auto src_of = [&](int64_t j) {
+    return a.has_value ? value_as<T>(a.value)
+                       : src[a.seq.get(I(a.vals[j])).v[kIkOther] + ro.v[kIkOther]];
+  };
+  if constexpr (kAdd) {
+    using C = scatter_arith::Conv<T>;
+    using A = scatter_arith::AccOf<T>;
+    A acc = a.mean ? A{} : C::load(*dst);
+    for (int64_t j = i; j < end; ++j) acc = scatter_arith::Ops<A>::add(acc, C::load(src_of(j)));
+    if (a.mean) scatter_arith::finish_acc<T>(Combine::kMean, false, end - i, &acc);
+    *dst = C::store(acc);
+  } else {
+    *dst = src_of(end - 1);
+  }
+}
+
+// The same walk over V elements at once, for rows that are one contiguous run in self and in
+// src (seg_vec_width): unit u covers row elements [u*V, u*V + V); loads and stores move whole
+// 16-byte (or V * sizeof(T)) units, the sum stays per element in the accumulation type.
+template <typename T, bool kAdd, int V, typename I, int D>
+SW_HOST_DEVICE SW_INLINE void seg_walk_vec(const SegParams<I, D>& a, int64_t i, int64_t end, I u) {
+  using U = typename cuda_gather::UnitOf<int(sizeof(T)) * V>::type;
+  U* const dst = reinterpret_cast<U*>(static_cast<T*>(a.self) + I(a.keys[i])) + u;
+  const T* const src = static_cast<const T*>(a.src);
+  auto src_unit = [&](int64_t j) {
+    return SW_LDG(reinterpret_cast<const U*>(src + a.seq.get(I(a.vals[j])).v[kIkOther]) + u);
+  };
+  if constexpr (kAdd) {
+    using C = scatter_arith::Conv<T>;
+    using A = scatter_arith::AccOf<T>;
+    T e[V];
+    A acc[V];
+    if (a.mean) {
+      SW_UNROLL
+      for (int v = 0; v < V; ++v) acc[v] = A{};
+    } else {
+      const U d = *dst;
+      copy_bytes<sizeof(U)>(e, &d);
+      SW_UNROLL
+      for (int v = 0; v < V; ++v) acc[v] = C::load(e[v]);
+    }
+    for (int64_t j = i; j < end; ++j) {
+      const U x = src_unit(j);
+      copy_bytes<sizeof(U)>(e, &x);
+      SW_UNROLL
+      for (int v = 0; v < V; ++v) acc[v] = scatter_arith::Ops<A>::add(acc[v], C::load(e[v]));
+    }
+    SW_UNROLL
+    for (int v = 0; v < V; ++v) {
+      if (a.mean) scatter_arith::finish_acc<T>(Combine::kMean, false, end - i, &acc[v]);
+      e[v] = C::store(acc[v]);
+    }
+    U out;
+    copy_bytes<sizeof(U)>(&out, e);
+    *dst = out;
+  } else {
+    *dst = src_unit(end - 1);
+  }
+}
+
+// One (sorted position, row position) pair: what each thread of the flat mapping does.
+template <typename T, bool kAdd, typename I, int D>
+SW_HOST_DEVICE SW_INLINE void seg_at(const SegParams<I, D>& a, int64_t i, I r) {
+  int64_t end = 0;
+  if (seg_head(a, i, &end)) seg_walk<T, kAdd>(a, i, end, r);
+}
+
+// ---- the sorted fill (order-free writes whose index every row of self shares) -----------
+// index_fill's column case: self's rows along the indexed dim, the same index values in every
+// row. Written in the index's order, a warp's stores land on 32 random sectors of a row and
+// the L2 sees each sector written piecemeal; written in the sorted order of the targets, a
+// warp's stores land on neighbouring sectors (H200, 2026-12-04, standalone probe filling 1024
+// random of 16384 columns of 8192 rows: float32 467 us in index order, 188 us sorted; bfloat16
+// 403 / 120 us; ATen 460 / 413 us). keys_thread (validating) and CUB's sort as the sorted path;
+// then thread t writes row t / n_seq at sorted key t % n_seq, kUnroll positions per thread
+// with every address formed before any store. Duplicate keys store the same bytes twice.
+
+template <typename I, int D>
+struct FillParams {
+  OffsetCalculator<1, I, D> row;  // row position -> self offset (elements), over IndexKPlan::row
+  IntDivider<I> seq_div;          // n_seq
+  const uint64_t* keys;           // sorted term offsets (elements)
+  I numel;                        // n_row * n_seq
+  void* self;
+  const void* src;  // the one value element when !has_value
+  AbortWord abort;
+  bool has_value;
+  alignas(16) unsigned char value[16];
+};
+
+template <typename U, typename I, int D>
+SW_HOST_DEVICE SW_INLINE void fill_rows_thread(const FillParams<I, D>& a, I block, I thread,
+                                               I grid) {
+  U* const dst = static_cast<U*>(a.self);
+  const U val = a.has_value ? value_as<U>(a.value) : SW_LDG(static_cast<const U*>(a.src));
+  constexpr I kTile = I(kThreads) * kUnroll;
+  for (I base = block * kTile; base < a.numel; base += grid * kTile) {
+    I off[kUnroll];
+    bool live[kUnroll];
+    SW_UNROLL
+    for (int u = 0; u < kUnroll; ++u) {
+      const I i = base + I(u * kThreads) + thread;
+      live[u] = i < a.numel;
+      if (!live[u]) continue;
+      const DivMod<I> rk = a.seq_div.divmod(i);
+      off[u] = a.row.get(rk.div).v[0] + I(a.keys[rk.mod]);
+    }
+    SW_UNROLL
+    for (int u = 0; u < kUnroll; ++u)
+      if (live[u]) dst[off[u]] = val;
+  }
+}
+
+// ---- host side -------------------------------------------------------------------------
+
+template <typename I, int D>
+inline SegParams<I, D> make_seg_params(const IndexKArgs& args, const IndexKPlan& plan,
+                                       const uint64_t* keys, const int64_t* vals, AbortWord abort) {
+  SegParams<I, D> s;
+  s.seq = OffsetCalculator<kN, I, D>(plan.seq);
+  s.row = OffsetCalculator<kN, I, D>(plan.row);
+  s.keys = keys;
+  s.vals = vals;
+  s.n_seq = plan.seq.numel;
+  s.n_row = plan.row.numel;
+  s.row_div = IntDivider<I>(I(plan.row.numel > 0 ? plan.row.numel : 1));
+  s.self = args.self.data;
+  s.src = args.src.data;
+  s.abort = abort;
+  s.mean = args.desc.combine == Combine::kMean;
+  s.has_value = args.has_value;
+  for (int b = 0; b < 16; ++b) s.value[b] = args.value[b];
+  return s;
+}
+
+// Elements per unit of the sorted path's row walk (1: element by element): the row is one run
+// of unit stride in self and src, V divides its length, every key (the terms) and every src
+// offset of a sorted position, and both data pointers are V * element aligned. At most 16
+// bytes per unit.
+inline int seg_vec_width(const IndexKArgs& args, const IndexKPlan& plan) {
+  const LoopPlan<kN>& r = plan.row;
+  const int64_t es = elem_size(args.self.dtype);
+  if (args.has_value || args.mode != IndexMode::kSum || r.rank != 1 || es <= 0 || es > 8 ||
+      r.strides[kIkWritten][0] != 1 || r.strides[kIkOther][0] != 1)
+    return 1;
+  for (int64_t v = 16 / es; v > 1; v /= 2) {
+    bool ok = r.sizes[0] % v == 0 &&
+              reinterpret_cast<uintptr_t>(args.self.data) % uintptr_t(v * es) == 0 &&
+              reinterpret_cast<uintptr_t>(args.src.data) % uintptr_t(v * es) == 0;
+    for (int j = 0; j < args.k && ok; ++j) ok = args.term_stride[j] % v == 0;
+    for (int d = 0; d < plan.seq.rank && ok; ++d) ok = plan.seq.strides[kIkOther][d] % v == 0;
+    if (ok) return int(v);
+  }
+  return 1;
+}
+
+inline bool narrow(DType t) {
+  switch (t) {
+    case DType::kFloat16:
+    case DType::kBFloat16:
+    case DType::kInt8:
+    case DType::kUInt8:
+    case DType::kInt16:
+    case DType::kBool:
+      return true;
+    default:
+      return false;
+  }
+}
+
+inline bool integral(DType t) {
+  switch (t) {
+    case DType::kBool:
+    case DType::kUInt8:
+    case DType::kInt8:
+    case DType::kInt16:
+    case DType::kInt32:
+    case DType::kInt64:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The sorted path takes every mean (its count is the run's length), the narrow types' adds
+// (accumulated in float32/int32, rounded once per element, never a per-step rounding in the
+// storage type) and the deterministic writes that may meet duplicates (an add of int32/int64 is
+// exact in any order and keeps the atomics; an order-free copy of one value stores the same
+// bytes in any order).
+inline bool sorted_path(const IndexKArgs& a, const IndexKPlan& p) {
+  if (a.desc.role != IndexRole::kWrite) return false;
+  if (a.desc.combine == Combine::kMean) return true;
+  const bool add = a.desc.combine == Combine::kAdd;
+  if (add && narrow(a.self.dtype)) return true;
+  return a.deterministic && p.may_collide && !p.order_free && !(add && integral(a.self.dtype));
+}
+
+// The sorted fill (fill_rows_thread) takes an order-free write of one index term whose values
+// every row shares (along IndexKPlan::row, where self moves, every index stride is 0), along a
+// dim no farther apart in memory than any row dim (sorted targets are neighbours), with keys
+// and rows enough to pay for the sort (below those counts the plain kernel measured the same:
+// 64 of 16384 columns, 35 us either way).
+constexpr int64_t kFillMinKeys = 256;
+constexpr int64_t kFillMinRows = 16;
+
+// Its shape conditions alone (the host emulation runs the body on small cases).
+inline bool fill_rows_fits(const IndexKArgs& a, const IndexKPlan& p) {
+  if (!p.order_free || a.k != 1 || a.mode != IndexMode::kSum) return false;
+  const LoopPlan<kN>& r = p.row;
+  for (int d = 0; d < r.rank; ++d)
+    if (r.strides[kIkIndex0][d] != 0 || r.strides[kIkWritten][d] < a.term_stride[0]) return false;
+  return true;
+}
+
+inline bool fill_rows_path(const IndexKArgs& a, const IndexKPlan& p) {
+  return fill_rows_fits(a, p) && p.seq.numel >= kFillMinKeys && p.row.numel >= kFillMinRows;
+}
+
+template <typename I, int D>
+inline FillParams<I, D> make_fill_params(const IndexKArgs& args, const IndexKPlan& plan,
+                                         const uint64_t* keys, AbortWord abort) {
+  FillParams<I, D> f;
+  LoopPlan<1> row;  // plan.row's self strides alone
+  row.rank = plan.row.rank;
+  row.numel = plan.row.numel;
+  row.fits_int32 = plan.row.fits_int32;
+  for (int d = 0; d < row.rank; ++d) {
+    row.sizes[d] = plan.row.sizes[d];
+    row.perm[d] = plan.row.perm[d];
+    row.strides[0][d] = plan.row.strides[kIkWritten][d];
+  }
+  f.row = OffsetCalculator<1, I, D>(row);
+  f.seq_div = IntDivider<I>(I(std::max<int64_t>(plan.seq.numel, 1)));
+  f.keys = keys;
+  f.numel = I(plan.row.numel * plan.seq.numel);
+  f.self = args.self.data;
+  f.src = args.src.data;
+  f.abort = abort;
+  f.has_value = args.has_value;
+  for (int b = 0; b < 16; ++b) f.value[b] = args.value[b];
+  return f;
+}
+
+// Bits the sorted keys span: the largest offset the terms reach.
+inline int key_bits(const IndexKArgs& args) {
+  int64_t hi = 0;
+  if (args.mode == IndexMode::kUnravel) {
+    hi = args.target.max_offset();
+  } else {
+    for (int j = 0; j < args.k; ++j)
+      if (args.term_size[j] > 0) hi += (args.term_size[j] - 1) * args.term_stride[j];
+  }
+  int bits = 1;
+  while (bits < 64 && (uint64_t(hi) >> bits) != 0) ++bits;
+  return bits;
+}
+
+}  // namespace cuda_index_k
+}  // namespace stridewise
