@@ -238,8 +238,8 @@ def test_bad_index_cuda_is_catchable_and_writes_nothing(sw, cuda_check_mode, mod
         assert "stridewise.index_fill (cuda)" in msg and f"index {bad} " in msg, msg
         assert f"dimension {dim} with size {n}" in msg and f"[{-n}, {n})" in msg, msg
         assert torch.equal(bits(self_), before), "a failed call wrote self"
-        torch.cuda.synchronize()  # the context is alive
-        assert torch.equal(self_.float().sum().isfinite().cpu(), torch.tensor(True))
+        # the context is alive: a fresh kernel runs and its result comes back
+        assert float(torch.ones(1000, device="cuda").sum()) == 1000.0
 
 
 @pytest.mark.parametrize("device", DEVICES)

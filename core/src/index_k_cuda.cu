@@ -3,16 +3,17 @@
 //
 // A call is one kernel for a read; for a write: a validation kernel (raises the call's abort
 // word on a bad value), then the copy or atomic kernel, which writes nothing once the word is
-// raised. The sorted fill (fill_rows_path: an order-free write whose index every row shares):
-// keys, CUB's sort, then a store per (row, sorted key). The sorted path (every mean; the narrow
-// types' adds; deterministic writes that may meet duplicates): keys (validating), CUB's stable
-// radix sort, then, per element written, its first writer walks the run in index order (a block
-// per sorted position for long rows, a thread per (position, row element) otherwise). No host
-// synchronization unless
-// CudaCheckMode::kSync.
+// raised. An order-free write whose index every row shares takes a sorted fill: up to 4096 index
+// elements the block-sorted fill (one kernel: every block checks and sorts the keys in shared
+// memory, then stores), beyond that keys, CUB's sort, then a store per (row, sorted key). The
+// sorted path (every mean; the narrow types' adds; deterministic writes that may meet duplicates):
+// keys (validating), CUB's stable radix sort, then, per element written, its first writer walks the
+// run in index order (a block per sorted position for long rows, a thread per (position, row
+// element) otherwise). No host synchronization unless CudaCheckMode::kSync.
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <cub/device/device_radix_sort.cuh>
@@ -117,9 +118,36 @@ __global__ void __launch_bounds__(kThreads) seg_flat_kernel(const SegParams<I, D
 }
 
 template <typename U, typename I, int D>
-__global__ void __launch_bounds__(kThreads) fill_rows_kernel(const FillParams<I, D> a) {
+__global__ void __launch_bounds__(kThreads)
+    fill_rows_kernel(const FillParams<I, D> a, const uint64_t* keys) {
   if (aborted(a.abort)) return;
-  fill_rows_thread<U>(a, I(blockIdx.x), I(threadIdx.x), I(gridDim.x));
+  fill_rows_thread<U>(a, keys, I(blockIdx.x), I(threadIdx.x), I(gridDim.x));
+}
+
+// The block-sorted fill (index_k_cuda_sorted.h): n2 keys in dynamic shared memory.
+template <typename U, typename I, int D>
+__global__ void __launch_bounds__(kThreads)
+    fill_block_kernel(const Params<I, D> seq, const FillParams<I, D> f, int64_t n2) {
+  extern __shared__ __align__(16) unsigned char fill_smem[];
+  I* const keys = reinterpret_cast<I*>(fill_smem);
+  __shared__ int block_claim, any_bad;
+  if (threadIdx.x == 0) block_claim = any_bad = 0;
+  __syncthreads();
+  Bad bad;
+  fill_keys_phase(seq, keys, n2, I(threadIdx.x), I(blockDim.x), bad);
+  if (bad.b.any) {
+    any_bad = 1;
+    detail::report_bad_index(&block_claim, seq.rec, seq.op, seq.dim[bad.j], seq.size[bad.j],
+                             bad.b.value, bad.b.position, seq.wraps);
+  }
+  __syncthreads();
+  if (any_bad) return;  // the same answer in every block: nothing is written
+  for (int64_t k = 2; k <= n2; k *= 2)
+    for (int64_t j = k / 2; j > 0; j /= 2) {
+      bitonic_step(keys, n2, k, j, I(threadIdx.x), I(blockDim.x));
+      __syncthreads();
+    }
+  fill_rows_thread<U>(f, keys, I(blockIdx.x), I(threadIdx.x), I(gridDim.x));
 }
 
 __global__ void clear_abort_kernel(int64_t* word) {
@@ -139,6 +167,28 @@ bool sorted_fill_allowed() {
 
 bool takes_sorted_fill(const IndexKArgs& a, const IndexKPlan& p) {
   return sorted_fill_allowed() && fill_rows_path(a, p);
+}
+
+bool takes_block_fill(const IndexKArgs& a, const IndexKPlan& p) {
+  return sorted_fill_allowed() && fill_block_path(a, p);
+}
+
+// Blocks of kThreads resident on `device` at once (one wave), cached per device: the
+// block-sorted fill's grid, so that each block sorts its keys once.
+int64_t one_wave(int device) {
+  constexpr int kDevices = 64;
+  static std::atomic<int64_t> cache[kDevices] = {};
+  if (device < 0 || device >= kDevices) return 1024;
+  int64_t w = cache[device].load(std::memory_order_relaxed);
+  if (w > 0) return w;
+  int sms = 0, threads = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&threads, cudaDevAttrMaxThreadsPerMultiProcessor, device) !=
+          cudaSuccess)
+    return 1024;
+  w = std::max<int64_t>(1, int64_t(sms) * std::max(1, threads / kThreads));
+  cache[device].store(w, std::memory_order_relaxed);
+  return w;
 }
 
 // Whether the call sorts its targets first (and so needs sort_space's workspace).
@@ -219,10 +269,27 @@ Status launch_fill_rows(const IndexKArgs& args, const IndexKPlan& plan, void* ws
   cub::DoubleBuffer<int64_t> v;
   const Status st = sort_keys<I, D>(args, plan, w, rec, abort, s, &k, &v);
   if (st != Status::kOk) return st;
-  const FillParams<I, D> f = make_fill_params<I, D>(args, plan, k.Current(), abort);
+  const FillParams<I, D> f = make_fill_params<I, D>(args, plan, abort);
   const unsigned blocks = grid_for(int64_t(f.numel), int64_t(kThreads) * kUnroll);
+  const uint64_t* sorted = k.Current();
   return cuda_gather::with_unit(int(elem_size(args.self.dtype)), [&](auto ut) {
-    fill_rows_kernel<typename decltype(ut)::type, I, D><<<blocks, kThreads, 0, s>>>(f);
+    fill_rows_kernel<typename decltype(ut)::type, I, D><<<blocks, kThreads, 0, s>>>(f, sorted);
+    return Status::kOk;
+  });
+}
+
+// The block-sorted fill (fill_block_path): one kernel, no workspace, no abort word.
+template <typename I, int D>
+Status launch_fill_block(const IndexKArgs& args, const IndexKPlan& plan, int device,
+                         CudaErrorRecord* rec, cudaStream_t s) {
+  const Params<I, D> seq = make_params<I, D>(args, plan, plan.seq, rec, AbortWord{});
+  const FillParams<I, D> f = make_fill_params<I, D>(args, plan, AbortWord{});
+  const int64_t n2 = fill_block_keys(plan);
+  const unsigned blocks = static_cast<unsigned>(
+      std::min<int64_t>(grid_for(int64_t(f.numel), int64_t(kThreads) * kUnroll), one_wave(device)));
+  const size_t smem = size_t(n2) * sizeof(I);
+  return cuda_gather::with_unit(int(elem_size(args.self.dtype)), [&](auto ut) {
+    fill_block_kernel<typename decltype(ut)::type, I, D><<<blocks, kThreads, smem, s>>>(seq, f, n2);
     return Status::kOk;
   });
 }
@@ -263,13 +330,14 @@ Status launch_sorted(const IndexKArgs& args, const IndexKPlan& plan, void* ws, C
   return elem::with_type(args.self.dtype, [&](auto tag) { return go(tag, std::true_type{}); });
 }
 
-Status launch(const IndexKArgs& args, const IndexKPlan& plan, void* ws, CudaErrorRecord* rec,
-              AbortWord abort, cudaStream_t s) {
+Status launch(const IndexKArgs& args, const IndexKPlan& plan, void* ws, int device,
+              CudaErrorRecord* rec, AbortWord abort, cudaStream_t s) {
   const int64_t es = elem_size(args.self.dtype);
   const int rank = std::max({plan.loop.rank, plan.unravel.rank, plan.seq.rank, plan.row.rank});
   return with_offsets(plan.loop.fits_int32, rank, [&](auto it, auto dims) -> Status {
     using I = typename decltype(it)::type;
     constexpr int D = decltype(dims)::value;
+    if (takes_block_fill(args, plan)) return launch_fill_block<I, D>(args, plan, device, rec, s);
     if (takes_sorted_fill(args, plan)) return launch_fill_rows<I, D>(args, plan, ws, rec, abort, s);
     if (sorted_path(args, plan)) return launch_sorted<I, D>(args, plan, ws, rec, abort, s);
     const Params<I, D> p = make_params<I, D>(args, plan, plan.loop, rec, abort);
@@ -326,7 +394,7 @@ Status index_k_cuda(const IndexKArgs& args, const IndexKPlan& plan, void* worksp
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   SW_CUDA_TRY(cudaStreamIsCapturing(s, &capture), err);
 
-  st = cuda_index_k::launch(args, plan, workspace, rec, abort, s);
+  st = cuda_index_k::launch(args, plan, workspace, device, rec, abort, s);
   if (st != Status::kOk) {
     if (err) err->op = args.desc.op;
     return detail::fail(err, st, "index_k_cuda(): more than 25 dims after coalescing");

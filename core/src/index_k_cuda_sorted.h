@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "index_k_cuda_impl.h"
 
@@ -159,7 +160,6 @@ template <typename I, int D>
 struct FillParams {
   OffsetCalculator<1, I, D> row;  // row position -> self offset (elements), over IndexKPlan::row
   IntDivider<I> seq_div;          // n_seq
-  const uint64_t* keys;           // sorted term offsets (elements)
   I numel;                        // n_row * n_seq
   void* self;
   const void* src;  // the one value element when !has_value
@@ -168,9 +168,11 @@ struct FillParams {
   alignas(16) unsigned char value[16];
 };
 
-template <typename U, typename I, int D>
-SW_HOST_DEVICE SW_INLINE void fill_rows_thread(const FillParams<I, D>& a, I block, I thread,
-                                               I grid) {
+// `keys`: the n_seq sorted term offsets (CUB's output in global memory, or the block's shared
+// copy).
+template <typename U, typename I, int D, typename K>
+SW_HOST_DEVICE SW_INLINE void fill_rows_thread(const FillParams<I, D>& a, const K* keys, I block,
+                                               I thread, I grid) {
   U* const dst = static_cast<U*>(a.self);
   const U val = a.has_value ? value_as<U>(a.value) : SW_LDG(static_cast<const U*>(a.src));
   constexpr I kTile = I(kThreads) * kUnroll;
@@ -183,11 +185,54 @@ SW_HOST_DEVICE SW_INLINE void fill_rows_thread(const FillParams<I, D>& a, I bloc
       live[u] = i < a.numel;
       if (!live[u]) continue;
       const DivMod<I> rk = a.seq_div.divmod(i);
-      off[u] = a.row.get(rk.div).v[0] + I(a.keys[rk.mod]);
+      off[u] = a.row.get(rk.div).v[0] + I(keys[rk.mod]);
     }
     SW_UNROLL
     for (int u = 0; u < kUnroll; ++u)
       if (live[u]) dst[off[u]] = val;
+  }
+}
+
+// ---- the block-sorted fill: the same stores, the keys sorted in each block ---------------
+// Up to kFillBlockKeys index elements, one launch: every block reads the distinct index
+// elements (IndexKPlan::seq) and checks them itself (a bad value: the block reports it and
+// writes nothing; every block reads the same values, so none writes, with no pass before and
+// no abort word), sorts their terms in shared memory (bitonic, padded to a power of two with the
+// largest key), then strides over (row, key) as fill_rows_thread. The grid is one wave of
+// resident blocks, so each block sorts once. Phases, the block synchronized between them:
+// fill_keys_phase, then bitonic_step for every (k, j), then fill_rows_thread.
+
+// keys[q] = the terms of seq position q for q < n, the pad up to n2; the first bad value in `bad`.
+template <typename I, int D>
+SW_HOST_DEVICE SW_INLINE void fill_keys_phase(const Params<I, D>& seq, I* keys, int64_t n2,
+                                              I thread, I threads, Bad& bad) {
+  // The pad sorts last: the largest I (int64_t on the 64-bit path, uint32_t on the other).
+  const I pad = I(std::is_signed<I>::value ? ~uint64_t(0) >> 1 : ~uint64_t(0));
+  for (int64_t q = thread; q < n2; q += threads) {
+    I t = pad;
+    int j = 0;
+    int64_t v = 0;
+    if (q < int64_t(seq.numel) && !terms(seq, seq.calc.get(I(q)), &t, &j, &v)) {
+      t = pad;
+      if (!bad.b.any) bad = Bad{BadIndex{true, v, q}, j};
+    }
+    keys[q] = t;
+  }
+}
+
+// One compare-exchange step (k, j) of an ascending bitonic sort of keys[0, n2).
+template <typename I>
+SW_HOST_DEVICE SW_INLINE void bitonic_step(I* keys, int64_t n2, int64_t k, int64_t j, I thread,
+                                           I threads) {
+  for (int64_t i = thread; i < n2; i += threads) {
+    const int64_t l = i ^ j;
+    if (l <= i) continue;
+    const bool up = (i & k) == 0;
+    const I x = keys[i], y = keys[l];
+    if ((x > y) == up) {
+      keys[i] = y;
+      keys[l] = x;
+    }
   }
 }
 
@@ -282,6 +327,8 @@ inline bool sorted_path(const IndexKArgs& a, const IndexKPlan& p) {
 // 64 of 16384 columns, 35 us either way).
 constexpr int64_t kFillMinKeys = 256;
 constexpr int64_t kFillMinRows = 16;
+// The block-sorted fill's limit: its keys in shared memory (32 KiB of int64 keys).
+constexpr int64_t kFillBlockKeys = 4096;
 
 // Its shape conditions alone (the host emulation runs the body on small cases).
 inline bool fill_rows_fits(const IndexKArgs& a, const IndexKPlan& p) {
@@ -292,13 +339,26 @@ inline bool fill_rows_fits(const IndexKArgs& a, const IndexKPlan& p) {
   return true;
 }
 
+// Up to kFillBlockKeys keys the block-sorted fill takes the call (one launch: below 256 keys,
+// where sorting buys nothing, it still saves the validation pass); more keys take CUB's sort.
+inline bool fill_block_path(const IndexKArgs& a, const IndexKPlan& p) {
+  return fill_rows_fits(a, p) && p.seq.numel <= kFillBlockKeys && p.row.numel >= kFillMinRows;
+}
+
 inline bool fill_rows_path(const IndexKArgs& a, const IndexKPlan& p) {
-  return fill_rows_fits(a, p) && p.seq.numel >= kFillMinKeys && p.row.numel >= kFillMinRows;
+  return fill_rows_fits(a, p) && p.seq.numel > kFillBlockKeys && p.row.numel >= kFillMinRows;
+}
+
+// The padded key count of the block-sorted fill (a power of two, at least 1).
+inline int64_t fill_block_keys(const IndexKPlan& p) {
+  int64_t n2 = 1;
+  while (n2 < p.seq.numel) n2 *= 2;
+  return n2;
 }
 
 template <typename I, int D>
 inline FillParams<I, D> make_fill_params(const IndexKArgs& args, const IndexKPlan& plan,
-                                         const uint64_t* keys, AbortWord abort) {
+                                         AbortWord abort) {
   FillParams<I, D> f;
   LoopPlan<1> row;  // plan.row's self strides alone
   row.rank = plan.row.rank;
@@ -311,7 +371,6 @@ inline FillParams<I, D> make_fill_params(const IndexKArgs& args, const IndexKPla
   }
   f.row = OffsetCalculator<1, I, D>(row);
   f.seq_div = IntDivider<I>(I(std::max<int64_t>(plan.seq.numel, 1)));
-  f.keys = keys;
   f.numel = I(plan.row.numel * plan.seq.numel);
   f.self = args.self.data;
   f.src = args.src.data;

@@ -134,13 +134,45 @@ bool emulate_fill_rows(const stridewise::IndexKArgs& a, const IndexKPlan& plan) 
       ik::keys_thread(p, keys.data(), vals.data(), b, t, g, bad);
   if (bad.b.any) return true;
   std::stable_sort(keys.begin(), keys.end());
-  const ik::FillParams<I, D> f = ik::make_fill_params<I, D>(a, plan, keys.data(), abort);
+  const ik::FillParams<I, D> f = ik::make_fill_params<I, D>(a, plan, abort);
   const I gf = grid_of<I>(int64_t(f.numel));
   const Status s =
       stridewise::cuda_gather::with_unit(int(stridewise::elem_size(a.self.dtype)), [&](auto ut) {
         for (I b = 0; b < gf; ++b)
           for (I t = 0; t < I(ik::kThreads); ++t)
-            ik::fill_rows_thread<typename decltype(ut)::type>(f, b, t, gf);
+            ik::fill_rows_thread<typename decltype(ut)::type>(f, keys.data(), b, t, gf);
+        return Status::kOk;
+      });
+  EXPECT_EQ(s, Status::kOk);
+  return false;
+}
+
+// The block-sorted fill's kernel over `blocks` blocks (a grid the fill strides over): each
+// block its own shared keys, its phases run for every thread before the next (the block's
+// barriers), the bitonic steps in the kernel's order. Returns whether a bad value was met (then
+// no block writes). Also checks that every block's keys came out sorted.
+template <typename I, int D>
+bool emulate_fill_block(const stridewise::IndexKArgs& a, const IndexKPlan& plan, I blocks) {
+  const ik::Params<I, D> seq = ik::make_params<I, D>(a, plan, plan.seq, nullptr, ik::AbortWord{});
+  const ik::FillParams<I, D> f = ik::make_fill_params<I, D>(a, plan, ik::AbortWord{});
+  const int64_t n2 = ik::fill_block_keys(plan);
+  std::vector<std::vector<I>> keys(static_cast<size_t>(blocks), std::vector<I>(size_t(n2)));
+  for (I b = 0; b < blocks; ++b) {
+    ik::Bad bad;
+    for (I t = 0; t < I(ik::kThreads); ++t)
+      ik::fill_keys_phase(seq, keys[b].data(), n2, t, I(ik::kThreads), bad);
+    if (bad.b.any) return true;  // every block reads the same values: none writes
+    for (int64_t k = 2; k <= n2; k *= 2)
+      for (int64_t j = k / 2; j > 0; j /= 2)
+        for (I t = 0; t < I(ik::kThreads); ++t)
+          ik::bitonic_step(keys[b].data(), n2, k, j, t, I(ik::kThreads));
+    EXPECT_TRUE(std::is_sorted(keys[b].begin(), keys[b].end()));
+  }
+  const Status s =
+      stridewise::cuda_gather::with_unit(int(stridewise::elem_size(a.self.dtype)), [&](auto ut) {
+        for (I b = 0; b < blocks; ++b)
+          for (I t = 0; t < I(ik::kThreads); ++t)
+            ik::fill_rows_thread<typename decltype(ut)::type>(f, keys[b].data(), b, t, blocks);
         return Status::kOk;
       });
   EXPECT_EQ(s, Status::kOk);
@@ -168,12 +200,18 @@ TEST(IndexKEmulated, OrderFreeFillMatchesReference) {
     EXPECT_FALSE(emulate_any(c.args, plan, trial % 5 == 0)) << c.describe();
     EXPECT_EQ(diff_bytes(c.self.base(), want.data(), want.size()), "")
         << "seed " << seed << " trial " << trial << " " << c.describe();
-    if (ik::fill_rows_fits(c.args, plan) && numel(c.shape) > 0) {  // the sorted fill's body
+    if (ik::fill_rows_fits(c.args, plan) && numel(c.shape) > 0) {  // the sorted fills' bodies
       ++sorted;
       std::memcpy(c.self.base(), before.data(), before.size());
       EXPECT_FALSE((emulate_fill_rows<uint32_t, 6>(c.args, plan))) << c.describe();
       EXPECT_EQ(diff_bytes(c.self.base(), want.data(), want.size()), "")
           << "sorted fill, seed " << seed << " trial " << trial << " " << c.describe();
+      std::memcpy(c.self.base(), before.data(), before.size());
+      const bool bad = trial % 3 == 0 ? emulate_fill_block<int64_t, 25>(c.args, plan, 2)
+                                      : emulate_fill_block<uint32_t, 6>(c.args, plan, 3);
+      EXPECT_FALSE(bad) << c.describe();
+      EXPECT_EQ(diff_bytes(c.self.base(), want.data(), want.size()), "")
+          << "block-sorted fill, seed " << seed << " trial " << trial << " " << c.describe();
     }
     if (HasFailure()) return;
   }
@@ -228,7 +266,8 @@ TEST(IndexKEmulated, SortedFillIsChosenForColumnsAndStopsOnABadValue) {
     IndexKPlan plan;
     ErrorDetail err;
     ASSERT_EQ(stridewise::plan_index_k(a, &plan, &err), Status::kOk) << err.message;
-    EXPECT_EQ(ik::fill_rows_path(a, plan), sh.sorted) << "dim " << d;
+    EXPECT_EQ(ik::fill_block_path(a, plan), sh.sorted) << "dim " << d;
+    EXPECT_FALSE(ik::fill_rows_path(a, plan)) << "dim " << d;  // 300 keys: sorted in the block
     EXPECT_EQ(plan.loop.strides[stridewise::kIkWritten][0], sh.sorted ? 0 : 1) << "dim " << d;
     EXPECT_EQ(plan.vec, sh.sorted ? 1 : 4) << "dim " << d;
     if (!sh.sorted) continue;
@@ -236,6 +275,14 @@ TEST(IndexKEmulated, SortedFillIsChosenForColumnsAndStopsOnABadValue) {
     const std::vector<unsigned char> before(c.self.base(), c.self.base() + c.self.storage_bytes());
     EXPECT_TRUE((emulate_fill_rows<uint32_t, 6>(a, plan)));
     EXPECT_EQ(diff_bytes(c.self.base(), before.data(), before.size()), "");
+    EXPECT_TRUE((emulate_fill_block<uint32_t, 6>(a, plan, 2)));
+    EXPECT_EQ(diff_bytes(c.self.base(), before.data(), before.size()), "");
+    // Past kFillBlockKeys keys the sort is CUB's (the plan alone: the shapes are what matter).
+    a.self.sizes[d] = a.src.sizes[d] = a.index[0].sizes[d] = ik::kFillBlockKeys + 1;
+    a.index[0].strides[d] = 0;  // any index values: the path is chosen before they are read
+    ASSERT_EQ(stridewise::plan_index_k(a, &plan, &err), Status::kOk) << err.message;
+    EXPECT_FALSE(ik::fill_block_path(a, plan));
+    EXPECT_TRUE(ik::fill_rows_path(a, plan));
   }
 }
 
