@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <deque>
+#include <iterator>
 #include <mutex>
 #include <string>
 
@@ -167,6 +168,18 @@ const char* counter_name(int c) {
   return c >= 0 && c < kNumCounters ? kNames[c] : "?";
 }
 
+const char* fallback_name(Fallback r) {
+  static const char* const kNames[] = {
+      "unmapped_dtype", "dtype_rejected", "dtype_moved",    "complex_mean", "reduce_dtype",
+      "alpha_kind",     "empty_self",     "source_shape",   "shape_error",  "needs_copy",
+      "rank",           "index_terms",    "no_index_terms", "device_mix",   "expanded_self",
+      "masked_fill",    "core_declined"};
+  static_assert(std::size(kNames) == static_cast<size_t>(Fallback::kNumFallbacks),
+                "a name per Fallback");
+  const int i = static_cast<int>(r);
+  return i >= 0 && i < static_cast<int>(Fallback::kNumFallbacks) ? kNames[i] : "?";
+}
+
 namespace {
 
 struct OpTable {
@@ -210,7 +223,17 @@ std::string stats_json() {
     for (int c = 0; c < kNumCounters; ++c)
       os += (c ? ", \"" : "\"") + std::string(counter_name(c)) +
             "\": " + std::to_string(s.counters[c].load(std::memory_order_relaxed));
-    os += '}';
+    // the rules that fired (non-zero counts only), by name
+    os += ", \"fallback_reasons\": {";
+    bool first_reason = true;
+    for (int r = 0; r < static_cast<int>(Fallback::kNumFallbacks); ++r) {
+      const uint64_t n = s.fallbacks[r].load(std::memory_order_relaxed);
+      if (n == 0) continue;
+      os += (first_reason ? "\"" : ", \"") + std::string(fallback_name(static_cast<Fallback>(r))) +
+            "\": " + std::to_string(n);
+      first_reason = false;
+    }
+    os += "}}";
   }
   os += '}';
   return os;
@@ -219,8 +242,10 @@ std::string stats_json() {
 void reset_stats() {
   OpTable& t = op_table();
   std::lock_guard<std::mutex> lock(t.mu);
-  for (OpStats& s : t.ops)
+  for (OpStats& s : t.ops) {
     for (auto& c : s.counters) c.store(0, std::memory_order_relaxed);
+    for (auto& c : s.fallbacks) c.store(0, std::memory_order_relaxed);
+  }
 }
 
 // ---- overrides and hooks ----------------------------------------------------------------------

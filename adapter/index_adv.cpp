@@ -82,11 +82,18 @@ bool core_dtype(const at::Tensor& t, Combine c) {
          index_k_supports(dt, c);
 }
 
+// The rule for a dtype the core does not run with combine `c` (see index_dim.cpp's dtype_rule).
+Fallback dtype_why(const at::Tensor& t, Combine c) {
+  DType dt = DType::kFloat32;
+  if (!to_dtype(t.scalar_type(), &dt)) return Fallback::kUnmappedDtype;
+  return c == Combine::kCopy ? Fallback::kDtypeMoved : Fallback::kDtypeRejected;
+}
+
 AdvPrep make_plan(IndexKCall* call, OpStats& stats, const at::Tensor& self) {
   ErrorDetail err;
   const Status st = plan_index_k(call->args, &call->plan, &err);
   if (st == Status::kUnsupported) {
-    stats.bump(kFallback);
+    stats.fall_back(Fallback::kCoreDeclined);
     return AdvPrep::kFallback;
   }
   if (st != Status::kOk)
@@ -122,7 +129,10 @@ AdvPrep prepare_index(const at::Tensor& self, const OptTensors& indices, at::Ten
   too_many(self, indices.size());
   const int k = count_terms(indices);
   if (!core_dtype(self, Combine::kCopy) || k < 1 || k > kMaxIndexTerms || self.dim() > kMaxRank) {
-    stats.bump(kFallback);
+    stats.fall_back(!core_dtype(self, Combine::kCopy) ? dtype_why(self, Combine::kCopy)
+                    : k < 1                           ? Fallback::kNoIndexTerms
+                    : k > kMaxIndexTerms              ? Fallback::kIndexTerms
+                                                      : Fallback::kRank);
     return AdvPrep::kFallback;
   }
   if (out_given) {  // the structured meta's checks of a given result
@@ -141,7 +151,7 @@ AdvPrep prepare_index(const at::Tensor& self, const OptTensors& indices, at::Ten
     TORCH_CHECK_INDEX(a.term_size[j] != 0 || c10::multiply_integers(t.bshape) == 0,
                       "index is out of bounds for dimension with size 0");
   if (sizes.size() > static_cast<size_t>(kMaxRank)) {
-    stats.bump(kFallback);
+    stats.fall_back(Fallback::kRank);
     return AdvPrep::kFallback;
   }
   const std::vector<int64_t> strides = iter_out_strides(sizes, ops);
@@ -171,16 +181,19 @@ AdvPrep prepare_index_put(const at::Tensor& self, const OptTensors& indices,
   too_many(self, indices.size());
   const int k = count_terms(indices);
   const Combine c = accumulate ? Combine::kAdd : Combine::kCopy;
-  const auto fallback = [&] {
-    stats.bump(kFallback);
+  const auto fallback = [&](Fallback why) {
+    stats.fall_back(why);
     return AdvPrep::kFallback;
   };
   // ATen warns about an expanded self and writes it anyway: its call, its warning
-  if (at::has_internal_overlap(self) == at::MemOverlap::Yes) return fallback();
+  if (at::has_internal_overlap(self) == at::MemOverlap::Yes)
+    return fallback(Fallback::kExpandedSelf);
   if (!accumulate && std::get<0>(at::native::canDispatchToMaskedFill(self, indices, values)))
-    return fallback();  // one CPU value through a mask: ATen's masked_fill_
-  if (!core_dtype(self, c) || k < 1 || k > kMaxIndexTerms || self.dim() > kMaxRank)
-    return fallback();
+    return fallback(Fallback::kMaskedFill);  // one CPU value through a mask: ATen's masked_fill_
+  if (!core_dtype(self, c)) return fallback(dtype_why(self, c));
+  if (k < 1) return fallback(Fallback::kNoIndexTerms);
+  if (k > kMaxIndexTerms) return fallback(Fallback::kIndexTerms);
+  if (self.dim() > kMaxRank) return fallback(Fallback::kRank);
   // A Python scalar's value arrives as a 0-dim CPU tensor: the core takes its bytes
   // (IndexKArgs::value) instead of the device copy ATen makes.
   const at::Tensor& value = values;
@@ -203,7 +216,7 @@ AdvPrep prepare_index_put(const at::Tensor& self, const OptTensors& indices,
               "Index put requires the source and destination dtypes match, got ",
               self.scalar_type(), " for the destination and ", value.scalar_type(),
               " for the source.");
-  if (sizes.size() > static_cast<size_t>(kMaxRank)) return fallback();
+  if (sizes.size() > static_cast<size_t>(kMaxRank)) return fallback(Fallback::kRank);
   if (c10::multiply_integers(sizes) == 0) return AdvPrep::kDone;
 
   const at::Tensor src = value.expand(sizes);  // a view: stride 0 along the broadcast dims
@@ -249,7 +262,8 @@ AdvPrep prepare_take(const at::Tensor& self, const at::Tensor& index, at::Tensor
                      bool out_given, IndexKCall* call) {
   OpStats& stats = adv_stats(OpCode::kTake);
   if (!core_dtype(self, Combine::kCopy) || index.dim() > kMaxRank || self.dim() > kMaxRank) {
-    stats.bump(kFallback);
+    stats.fall_back(core_dtype(self, Combine::kCopy) ? Fallback::kRank
+                                                     : dtype_why(self, Combine::kCopy));
     return AdvPrep::kFallback;
   }
   if (!out_given) out = at::empty(index.sizes(), self.options());  // ATen's take, then take_out
@@ -287,7 +301,7 @@ AdvPrep prepare_put(const at::Tensor& self, const at::Tensor& index, const at::T
   if (deterministic) stats.bump(kDeterministic);
   const Combine c = accumulate ? Combine::kAdd : Combine::kCopy;
   if (!core_dtype(self, c) || index.dim() > kMaxRank || self.dim() > kMaxRank) {
-    stats.bump(kFallback);
+    stats.fall_back(core_dtype(self, c) ? Fallback::kRank : dtype_why(self, c));
     return AdvPrep::kFallback;
   }
   // put_'s checks, in its order and wording
@@ -314,7 +328,7 @@ AdvPrep prepare_put(const at::Tensor& self, const at::Tensor& index, const at::T
   if (source.sizes() != index.sizes()) {
     const auto st = at::detail::computeStride(source.sizes(), source.strides(), index.sizes());
     if (!st.has_value()) {
-      stats.bump(kFallback);
+      stats.fall_back(Fallback::kNeedsCopy);
       return AdvPrep::kFallback;
     }
     src = source.as_strided(index.sizes(), *st, source.storage_offset());

@@ -68,6 +68,15 @@ bool core_dtype(const at::Tensor& t, Combine c, DType* dt) {
          scatter_supports(*dt, c);
 }
 
+// The dtype rule for `t` with combine `c` (kNumFallbacks: the core runs it): a dtype the core has
+// no entry for; a dtype without arithmetic in the core, which ATen moves (copy) or computes or
+// refuses per op.
+Fallback dtype_rule(const at::Tensor& t, Combine c, DType* dt) {
+  if (!to_dtype(t.scalar_type(), dt)) return Fallback::kUnmappedDtype;
+  if (core_dtype(t, c, dt)) return Fallback::kNumFallbacks;
+  return c == Combine::kCopy ? Fallback::kDtypeMoved : Fallback::kDtypeRejected;
+}
+
 bool ranks_ok(std::initializer_list<const at::Tensor*> ts, int64_t extra = 0) {
   for (const at::Tensor* t : ts)
     if (t->dim() + extra > kMaxRank) return false;
@@ -172,10 +181,21 @@ Prep prepare_index_scatter(const IndexScatter& req, ScatterForm form, const at::
   DType dt = DType::kFloat32;
   const bool reduce_dtype =
       req.op != OpCode::kIndexReduce || !(self.scalar_type() == at::kBool || self.is_complex());
-  if (!reduce_dtype || !alpha_ok(req.alpha, self) || !core_dtype(self, req.combine, &dt) ||
-      !ranks_ok({&self, &source, &out}) || self.numel() == 0 ||
-      !source_matches(self, dim, source)) {
-    stats.bump(kFallback);
+  Fallback why = Fallback::kReduceDtype;
+  if (reduce_dtype) {
+    why = Fallback::kAlphaKind;
+    if (alpha_ok(req.alpha, self)) {
+      why = dtype_rule(self, req.combine, &dt);
+      if (why == Fallback::kNumFallbacks) {
+        why = !ranks_ok({&self, &source, &out})    ? Fallback::kRank
+              : self.numel() == 0                  ? Fallback::kEmptySelf
+              : !source_matches(self, dim, source) ? Fallback::kSourceShape
+                                                   : Fallback::kNumFallbacks;
+      }
+    }
+  }
+  if (why != Fallback::kNumFallbacks) {
+    stats.fall_back(why);
     return Prep::kFallback;
   }
   if (index.numel() == 0) {
@@ -203,7 +223,7 @@ Prep prepare_index_scatter(const IndexScatter& req, ScatterForm form, const at::
   ErrorDetail err;
   const Status st = plan_scatter(a, &call->plan, &err);
   if (st == Status::kUnsupported) {
-    stats.bump(kFallback);
+    stats.fall_back(Fallback::kCoreDeclined);
     return Prep::kFallback;
   }
   if (st != Status::kOk) throw_status(name, self.is_cuda() ? "cuda" : "cpu", st, err);
@@ -232,9 +252,13 @@ Prep prepare_index_select(const at::Tensor& self, int64_t dim, const at::Tensor&
 
   OpStats& stats = index_op_stats(OpCode::kIndexSelect);
   DType dt = DType::kFloat32;
-  if (!core_dtype(self, Combine::kCopy, &dt) || !ranks_ok({&self, &out}) ||
-      (self.numel() == 0 && numel > 0)) {
-    stats.bump(kFallback);
+  Fallback why = dtype_rule(self, Combine::kCopy, &dt);
+  if (why == Fallback::kNumFallbacks)
+    why = !ranks_ok({&self, &out})           ? Fallback::kRank
+          : (self.numel() == 0 && numel > 0) ? Fallback::kEmptySelf
+                                             : Fallback::kNumFallbacks;
+  if (why != Fallback::kNumFallbacks) {
+    stats.fall_back(why);
     return Prep::kFallback;
   }
   if (numel == 0) return Prep::kDone;
@@ -271,9 +295,13 @@ Prep prepare_embedding(const at::Tensor& weight, const at::Tensor& indices, at::
   const bool out_ok =
       !out_given || (out.scalar_type() == weight.scalar_type() && apart(weight) && apart(indices) &&
                      at::has_internal_overlap(out) == at::MemOverlap::No);
-  if (!out_ok || !core_dtype(weight, Combine::kCopy, &dt) || !ranks_ok({&indices}, 1) ||
-      weight.numel() == 0) {
-    stats.bump(kFallback);
+  Fallback why = out_ok ? dtype_rule(weight, Combine::kCopy, &dt) : Fallback::kNeedsCopy;
+  if (why == Fallback::kNumFallbacks)
+    why = !ranks_ok({&indices}, 1) ? Fallback::kRank
+          : weight.numel() == 0    ? Fallback::kEmptySelf
+                                   : Fallback::kNumFallbacks;
+  if (why != Fallback::kNumFallbacks) {
+    stats.fall_back(why);
     return Prep::kFallback;
   }
   std::vector<int64_t> sizes = indices.sizes().vec();
@@ -333,11 +361,15 @@ Prep prepare_embedding_backward(const at::Tensor& grad, const at::Tensor& indice
   DType dt = DType::kFloat32;
   // scale_grad_by_freq divides each row's sum by its count: a mean without self
   const Combine comb = scale_grad_by_freq ? Combine::kMean : Combine::kAdd;
-  const bool ok = grad.dim() == k + 1 && core_dtype(grad, comb, &dt) && num_weights >= 0 &&
-                  flatten_leading(indices, k, &m, &istep) &&
-                  flatten_leading(grad, k, &gm, &gstep) && gm == m;
-  if (!ok) {
-    stats.bump(kFallback);
+  Fallback why = grad.dim() != k + 1 ? Fallback::kShapeError : dtype_rule(grad, comb, &dt);
+  if (why == Fallback::kNumFallbacks)
+    why = num_weights < 0 ? Fallback::kShapeError
+          : !flatten_leading(indices, k, &m, &istep) || !flatten_leading(grad, k, &gm, &gstep)
+              ? Fallback::kNeedsCopy
+          : gm != m ? Fallback::kShapeError
+                    : Fallback::kNumFallbacks;
+  if (why != Fallback::kNumFallbacks) {
+    stats.fall_back(why);
     return Prep::kFallback;
   }
   const int64_t D = grad.size(-1);
