@@ -170,10 +170,10 @@ const char* counter_name(int c) {
 
 const char* fallback_name(Fallback r) {
   static const char* const kNames[] = {
-      "unmapped_dtype", "dtype_rejected", "dtype_moved",    "complex_mean", "reduce_dtype",
-      "alpha_kind",     "empty_self",     "source_shape",   "shape_error",  "needs_copy",
-      "rank",           "index_terms",    "no_index_terms", "device_mix",   "expanded_self",
-      "masked_fill",    "core_declined"};
+      "unmapped_dtype",  "dtype_rejected", "dtype_moved",  "complex_mean",   "reduce_dtype",
+      "complex_product", "alpha_kind",     "empty_self",   "source_shape",   "shape_error",
+      "needs_copy",      "rank",           "index_terms",  "no_index_terms", "device_mix",
+      "expanded_self",   "masked_fill",    "core_declined"};
   static_assert(std::size(kNames) == static_cast<size_t>(Fallback::kNumFallbacks),
                 "a name per Fallback");
   const int i = static_cast<int>(r);

@@ -92,6 +92,7 @@ enum class Fallback : uint8_t {
   kDtypeMoved,     // "dtype_moved": a dtype without arithmetic in the core that ATen's kernel moves
   kComplexMean,    // "complex_mean": scatter_reduce mean of a complex self
   kReduceDtype,    // "reduce_dtype": index_reduce of a bool or complex self
+  kCxProduct,      // "complex_product": ATen's CPU complex product is neither core formula
   kAlphaKind,      // "alpha_kind": index_add's alpha of a kind ATen refuses for self's dtype
   kEmptySelf,      // "empty_self": an empty self with a non-empty index (ATen: per path)
   kSourceShape,    // "source_shape": a source whose shape is not self's with dim resized

@@ -179,6 +179,14 @@ bool scatter_prepare(const at::Tensor& self, int64_t dim, const at::Tensor& inde
   a.dim = wrapped;
   a.desc = scatter_desc(req.op, combine, req.include_self);
   a.deterministic = deterministic;
+  if (combine == Combine::kMul && self.is_cpu() && self.is_complex()) {
+    const ProductKind k = aten_cpu_complex_product(self.scalar_type());
+    if (k == ProductKind::kUnknown) {  // a build of ATen whose product is neither formula
+      scatter_fallback(self, dim, index, req, out, Fallback::kCxProduct);
+      return false;
+    }
+    a.cx_product = k == ProductKind::kFma ? ComplexProduct::kFma : ComplexProduct::kPlain;
+  }
 
   ErrorDetail err;
   const Status st = plan_scatter(a, &call->plan, &err);

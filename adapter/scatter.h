@@ -62,6 +62,11 @@ bool scatter_prepare(const at::Tensor& self, int64_t dim, const at::Tensor& inde
 void scatter_fallback(const at::Tensor& self, int64_t dim, const at::Tensor& index,
                       const ScatterRequest& req, const at::Tensor& out, Fallback why);
 
+// The complex product ATen's CPU scatter kernels compute for `st` (ComplexFloat or
+// ComplexDouble), asked of ATen's kernel once per dtype (complex_product.cpp).
+enum class ProductKind : int { kPlain = 0, kFma = 1, kUnknown = 2 };
+ProductKind aten_cpu_complex_product(c10::ScalarType st);
+
 // One call from entry to return. Backend (CPU or CUDA) is an RAII object built first (device
 // checks, device guard), with
 //   static constexpr Counter kDevice;                       // kCpu / kCuda

@@ -180,10 +180,10 @@ void scratch_lines_range(void* ctx, int64_t begin, int64_t end) {
       const Acc s = scale(Cv::load(load<T>(sp)));
       if (count[v]++ == 0) {
         touched.push_back(v);
-        // Without self, a sum starts from ATen's identity +0 (so -0 alone gives +0, as there).
-        acc[v] = with_self ? combine(C, Cv::load(load<T>(l.out + v * g.out_b)), s)
-                 : (C == Combine::kAdd || C == Combine::kMean) ? Ops<Acc>::add(Acc{}, s)
-                                                               : s;
+        // Without self, from ATen's identity combined with the first value (so -0 alone sums
+        // to +0, and a complex product starts as (1 + 0i) * s, as there).
+        acc[v] = combine(
+            C, with_self ? Cv::load(load<T>(l.out + v * g.out_b)) : Ops<Acc>::identity(C), s);
       } else {
         acc[v] = combine(C, acc[v], s);
       }
@@ -222,7 +222,10 @@ RangeFn pick_scatter(const ScatterArgs& a) {
         fn = pick_accumulate<T, Combine::kAdd>(a);
         break;
       case Combine::kMul:
-        fn = pick_accumulate<T, Combine::kMul>(a);
+        if (a.cx_product == ComplexProduct::kFma && IsCx<T>::value)
+          fn = pick_accumulate<typename FusedOf<T>::type, Combine::kMul>(a);
+        else
+          fn = pick_accumulate<T, Combine::kMul>(a);
         break;
       case Combine::kMean:
         if constexpr (!std::is_same_v<T, Bool>) fn = pick_accumulate<T, Combine::kMean>(a);

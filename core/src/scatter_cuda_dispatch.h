@@ -420,6 +420,11 @@ Status run_scatter(const ScatterArgs& args, const ScatterPlan& plan, void* works
            dtype_name(args.out.dtype);
     return Status::kUnsupported;
   }
+  if (args.cx_product == ComplexProduct::kFma && args.desc.combine == Combine::kMul &&
+      (args.out.dtype == DType::kComplex64 || args.out.dtype == DType::kComplex128)) {
+    *why = std::string(fn) + "the fused complex product is CPU only (scatter.h)";
+    return Status::kUnsupported;
+  }
   // Copies move units that divide every base address (misaligned data: smaller units).
   uint64_t bits = addr(args.out.data) | addr(args.self.data) | static_cast<uint64_t>(esize);
   if (!args.has_value) bits |= addr(args.src.data);
