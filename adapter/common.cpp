@@ -10,6 +10,8 @@
 #include <mutex>
 #include <string>
 
+#include "stridewise/scatter.h"
+
 namespace stridewise::adapter {
 
 // ---- dtypes and views -------------------------------------------------------------------------
@@ -170,14 +172,57 @@ const char* counter_name(int c) {
 
 const char* fallback_name(Fallback r) {
   static const char* const kNames[] = {
-      "unmapped_dtype",  "dtype_rejected", "dtype_moved",  "complex_mean",   "reduce_dtype",
-      "complex_product", "alpha_kind",     "empty_self",   "source_shape",   "shape_error",
-      "needs_copy",      "rank",           "index_terms",  "no_index_terms", "device_mix",
-      "expanded_self",   "masked_fill",    "core_declined"};
+      "unmapped_dtype", "dtype_rejected",  "dtype_moved", "dtype_arith",  "complex_mean",
+      "reduce_dtype",   "complex_product", "alpha_kind",  "empty_self",   "source_shape",
+      "shape_error",    "needs_copy",      "rank",        "index_terms",  "no_index_terms",
+      "device_mix",     "expanded_self",   "masked_fill", "core_declined"};
   static_assert(std::size(kNames) == static_cast<size_t>(Fallback::kNumFallbacks),
                 "a name per Fallback");
   const int i = static_cast<int>(r);
   return i >= 0 && i < static_cast<int>(Fallback::kNumFallbacks) ? kNames[i] : "?";
+}
+
+namespace {
+
+bool no_arith_dtype(c10::ScalarType st) {
+  using S = c10::ScalarType;
+  return st == S::UInt16 || st == S::UInt32 || st == S::UInt64 || st == S::ComplexHalf ||
+         st == S::Float8_e4m3fn || st == S::Float8_e5m2 || st == S::Float8_e4m3fnuz ||
+         st == S::Float8_e5m2fnuz || st == S::Float8_e8m0fnu;
+}
+
+bool float8_4(c10::ScalarType st) {
+  using S = c10::ScalarType;
+  return st == S::Float8_e4m3fn || st == S::Float8_e5m2 || st == S::Float8_e4m3fnuz ||
+         st == S::Float8_e5m2fnuz;
+}
+
+}  // namespace
+
+Fallback dtype_rule(OpCode op, const at::Tensor& t, Combine c) {
+  DType dt = DType::kFloat32;
+  const c10::ScalarType st = t.scalar_type();
+  if (!to_dtype(st, &dt)) return Fallback::kUnmappedDtype;
+  if (scatter_supports(dt, Combine::kAdd) && scatter_supports(dt, c))
+    return Fallback::kNumFallbacks;
+  if (!t.is_cpu()) return c == Combine::kCopy ? Fallback::kDtypeMoved : Fallback::kDtypeRejected;
+  if (!no_arith_dtype(st)) return Fallback::kDtypeRejected;  // bool mean, complex amax, ...
+  const bool cx32 = st == c10::ScalarType::ComplexHalf;
+  switch (op) {
+    case OpCode::kIndexSelect:
+    case OpCode::kEmbedding:
+    case OpCode::kIndex:
+      return c == Combine::kCopy ? Fallback::kNumFallbacks : Fallback::kDtypeRejected;
+    case OpCode::kIndexCopy:
+      return cx32 ? Fallback::kNumFallbacks : Fallback::kDtypeRejected;
+    case OpCode::kIndexPut:
+      if (!(cx32 || float8_4(st))) return Fallback::kDtypeRejected;
+      return c == Combine::kCopy ? Fallback::kNumFallbacks : Fallback::kDtypeArith;
+    case OpCode::kIndexAdd:
+      return cx32 ? Fallback::kDtypeArith : Fallback::kDtypeRejected;
+    default:
+      return Fallback::kDtypeRejected;
+  }
 }
 
 namespace {

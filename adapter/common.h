@@ -15,6 +15,7 @@
 
 #include "stridewise/cpu_exec.h"
 #include "stridewise/dtype.h"
+#include "stridewise/indexed_op.h"
 #include "stridewise/status.h"
 #include "stridewise/view.h"
 
@@ -89,7 +90,8 @@ const char* counter_name(int c);
 enum class Fallback : uint8_t {
   kUnmappedDtype,  // "unmapped_dtype": a dtype the core has no entry for (quantized, bits, ...)
   kDtypeRejected,  // "dtype_rejected": ATen's kernel raises for this dtype (op, combine, device)
-  kDtypeMoved,     // "dtype_moved": a dtype without arithmetic in the core that ATen's kernel moves
+  kDtypeMoved,     // "dtype_moved": CUDA: a dtype without arithmetic in the core (ATen may move it)
+  kDtypeArith,     // "dtype_arith": ATen computes in a dtype the core has no arithmetic for
   kComplexMean,    // "complex_mean": scatter_reduce mean of a complex self
   kReduceDtype,    // "reduce_dtype": index_reduce of a bool or complex self
   kCxProduct,      // "complex_product": ATen's CPU complex product is neither core formula
@@ -109,6 +111,16 @@ enum class Fallback : uint8_t {
 };
 
 const char* fallback_name(Fallback r);
+
+// The dtype rule of a call the core would run with combine `c` on `t`'s dtype (kNumFallbacks:
+// the core runs it). The core computes the dtypes with arithmetic (scatter_supports) and moves
+// any dtype's bytes; ATen's CPU kernels move or compute some of the others per op (torch 2.13,
+// measured: tests/test_dtype_rules.py): index_select, embedding and index move every dtype,
+// index_copy complex32, index_put complex32 and four float8 types (copy and accumulate, the
+// latter computed), index_add computes complex32; the rest raise NotImplementedError. So on
+// the CPU: the core moves what ATen moves; ATen raises (dtype_rejected) or computes
+// (dtype_arith) the rest. On CUDA (not measured here): dtype_moved / dtype_rejected.
+Fallback dtype_rule(OpCode op, const at::Tensor& t, Combine c);
 
 struct OpStats {
   const char* name = "";

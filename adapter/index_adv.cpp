@@ -75,18 +75,10 @@ namespace {
 // Registers the four ops as supported when the library is loaded.
 [[maybe_unused]] const OpStats& kAdvRegistered = adv_stats(OpCode::kIndex);
 
-// The dtypes the core computes for these ops: those with arithmetic (as the dim-indexed ops).
-bool core_dtype(const at::Tensor& t, Combine c) {
-  DType dt = DType::kFloat32;
-  return to_dtype(t.scalar_type(), &dt) && index_k_supports(dt, Combine::kAdd) &&
-         index_k_supports(dt, c);
-}
-
-// The rule for a dtype the core does not run with combine `c` (see index_dim.cpp's dtype_rule).
-Fallback dtype_why(const at::Tensor& t, Combine c) {
-  DType dt = DType::kFloat32;
-  if (!to_dtype(t.scalar_type(), &dt)) return Fallback::kUnmappedDtype;
-  return c == Combine::kCopy ? Fallback::kDtypeMoved : Fallback::kDtypeRejected;
+// Whether the core runs op on t's dtype with combine c (common.h's dtype_rule), and why not.
+bool dtype_ok(OpCode op, const at::Tensor& t, Combine c, Fallback* why) {
+  *why = dtype_rule(op, t, c);
+  return *why == Fallback::kNumFallbacks;
 }
 
 AdvPrep make_plan(IndexKCall* call, OpStats& stats, const at::Tensor& self) {
@@ -128,11 +120,13 @@ AdvPrep prepare_index(const at::Tensor& self, const OptTensors& indices, at::Ten
   OpStats& stats = adv_stats(OpCode::kIndex);
   too_many(self, indices.size());
   const int k = count_terms(indices);
-  if (!core_dtype(self, Combine::kCopy) || k < 1 || k > kMaxIndexTerms || self.dim() > kMaxRank) {
-    stats.fall_back(!core_dtype(self, Combine::kCopy) ? dtype_why(self, Combine::kCopy)
-                    : k < 1                           ? Fallback::kNoIndexTerms
-                    : k > kMaxIndexTerms              ? Fallback::kIndexTerms
-                                                      : Fallback::kRank);
+  Fallback why = Fallback::kNumFallbacks;
+  if (!dtype_ok(OpCode::kIndex, self, Combine::kCopy, &why) || k < 1 || k > kMaxIndexTerms ||
+      self.dim() > kMaxRank) {
+    stats.fall_back(why != Fallback::kNumFallbacks ? why
+                    : k < 1                        ? Fallback::kNoIndexTerms
+                    : k > kMaxIndexTerms           ? Fallback::kIndexTerms
+                                                   : Fallback::kRank);
     return AdvPrep::kFallback;
   }
   if (out_given) {  // the structured meta's checks of a given result
@@ -190,7 +184,8 @@ AdvPrep prepare_index_put(const at::Tensor& self, const OptTensors& indices,
     return fallback(Fallback::kExpandedSelf);
   if (!accumulate && std::get<0>(at::native::canDispatchToMaskedFill(self, indices, values)))
     return fallback(Fallback::kMaskedFill);  // one CPU value through a mask: ATen's masked_fill_
-  if (!core_dtype(self, c)) return fallback(dtype_why(self, c));
+  Fallback why = Fallback::kNumFallbacks;
+  if (!dtype_ok(OpCode::kIndexPut, self, c, &why)) return fallback(why);
   if (k < 1) return fallback(Fallback::kNoIndexTerms);
   if (k > kMaxIndexTerms) return fallback(Fallback::kIndexTerms);
   if (self.dim() > kMaxRank) return fallback(Fallback::kRank);
@@ -261,9 +256,10 @@ void flat_views(const at::Tensor& self, const at::Tensor& index, const char* nam
 AdvPrep prepare_take(const at::Tensor& self, const at::Tensor& index, at::Tensor& out,
                      bool out_given, IndexKCall* call) {
   OpStats& stats = adv_stats(OpCode::kTake);
-  if (!core_dtype(self, Combine::kCopy) || index.dim() > kMaxRank || self.dim() > kMaxRank) {
-    stats.fall_back(core_dtype(self, Combine::kCopy) ? Fallback::kRank
-                                                     : dtype_why(self, Combine::kCopy));
+  Fallback why = Fallback::kNumFallbacks;
+  if (!dtype_ok(OpCode::kTake, self, Combine::kCopy, &why) || index.dim() > kMaxRank ||
+      self.dim() > kMaxRank) {
+    stats.fall_back(why != Fallback::kNumFallbacks ? why : Fallback::kRank);
     return AdvPrep::kFallback;
   }
   if (!out_given) out = at::empty(index.sizes(), self.options());  // ATen's take, then take_out
@@ -300,8 +296,9 @@ AdvPrep prepare_put(const at::Tensor& self, const at::Tensor& index, const at::T
   const bool deterministic = at::globalContext().deterministicAlgorithms();
   if (deterministic) stats.bump(kDeterministic);
   const Combine c = accumulate ? Combine::kAdd : Combine::kCopy;
-  if (!core_dtype(self, c) || index.dim() > kMaxRank || self.dim() > kMaxRank) {
-    stats.fall_back(core_dtype(self, c) ? Fallback::kRank : dtype_why(self, c));
+  Fallback why = Fallback::kNumFallbacks;
+  if (!dtype_ok(OpCode::kPut, self, c, &why) || index.dim() > kMaxRank || self.dim() > kMaxRank) {
+    stats.fall_back(why != Fallback::kNumFallbacks ? why : Fallback::kRank);
     return AdvPrep::kFallback;
   }
   // put_'s checks, in its order and wording

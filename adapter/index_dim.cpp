@@ -60,21 +60,10 @@ namespace {
 // Registers the ops as supported when the library is loaded.
 [[maybe_unused]] const OpStats& kIndexRegistered = index_op_stats(OpCode::kIndexSelect);
 
-// The dtypes the core computes for these ops: those with arithmetic (scatter.h). ATen's
-// index_select and index_copy also move uint16/32/64, complex32 and float8, or refuse some of
-// them per device; its kernel decides those.
-bool core_dtype(const at::Tensor& t, Combine c, DType* dt) {
-  return to_dtype(t.scalar_type(), dt) && scatter_supports(*dt, Combine::kAdd) &&
-         scatter_supports(*dt, c);
-}
-
-// The dtype rule for `t` with combine `c` (kNumFallbacks: the core runs it): a dtype the core has
-// no entry for; a dtype without arithmetic in the core, which ATen moves (copy) or computes or
-// refuses per op.
-Fallback dtype_rule(const at::Tensor& t, Combine c, DType* dt) {
-  if (!to_dtype(t.scalar_type(), dt)) return Fallback::kUnmappedDtype;
-  if (core_dtype(t, c, dt)) return Fallback::kNumFallbacks;
-  return c == Combine::kCopy ? Fallback::kDtypeMoved : Fallback::kDtypeRejected;
+// The dtype rule (common.h) for op `op` on `t` with combine `c`; *dt: the core's dtype.
+Fallback dtype_rule(OpCode op, const at::Tensor& t, Combine c, DType* dt) {
+  (void)to_dtype(t.scalar_type(), dt);
+  return adapter::dtype_rule(op, t, c);
 }
 
 bool ranks_ok(std::initializer_list<const at::Tensor*> ts, int64_t extra = 0) {
@@ -185,7 +174,7 @@ Prep prepare_index_scatter(const IndexScatter& req, ScatterForm form, const at::
   if (reduce_dtype) {
     why = Fallback::kAlphaKind;
     if (alpha_ok(req.alpha, self)) {
-      why = dtype_rule(self, req.combine, &dt);
+      why = dtype_rule(req.op, self, req.combine, &dt);
       if (why == Fallback::kNumFallbacks) {
         why = !ranks_ok({&self, &source, &out})    ? Fallback::kRank
               : self.numel() == 0                  ? Fallback::kEmptySelf
@@ -252,7 +241,7 @@ Prep prepare_index_select(const at::Tensor& self, int64_t dim, const at::Tensor&
 
   OpStats& stats = index_op_stats(OpCode::kIndexSelect);
   DType dt = DType::kFloat32;
-  Fallback why = dtype_rule(self, Combine::kCopy, &dt);
+  Fallback why = dtype_rule(OpCode::kIndexSelect, self, Combine::kCopy, &dt);
   if (why == Fallback::kNumFallbacks)
     why = !ranks_ok({&self, &out})           ? Fallback::kRank
           : (self.numel() == 0 && numel > 0) ? Fallback::kEmptySelf
@@ -295,7 +284,8 @@ Prep prepare_embedding(const at::Tensor& weight, const at::Tensor& indices, at::
   const bool out_ok =
       !out_given || (out.scalar_type() == weight.scalar_type() && apart(weight) && apart(indices) &&
                      at::has_internal_overlap(out) == at::MemOverlap::No);
-  Fallback why = out_ok ? dtype_rule(weight, Combine::kCopy, &dt) : Fallback::kNeedsCopy;
+  Fallback why =
+      out_ok ? dtype_rule(OpCode::kEmbedding, weight, Combine::kCopy, &dt) : Fallback::kNeedsCopy;
   if (why == Fallback::kNumFallbacks)
     why = !ranks_ok({&indices}, 1) ? Fallback::kRank
           : weight.numel() == 0    ? Fallback::kEmptySelf
@@ -361,7 +351,8 @@ Prep prepare_embedding_backward(const at::Tensor& grad, const at::Tensor& indice
   DType dt = DType::kFloat32;
   // scale_grad_by_freq divides each row's sum by its count: a mean without self
   const Combine comb = scale_grad_by_freq ? Combine::kMean : Combine::kAdd;
-  Fallback why = grad.dim() != k + 1 ? Fallback::kShapeError : dtype_rule(grad, comb, &dt);
+  Fallback why = grad.dim() != k + 1 ? Fallback::kShapeError
+                                     : dtype_rule(OpCode::kEmbeddingBackward, grad, comb, &dt);
   if (why == Fallback::kNumFallbacks)
     why = num_weights < 0 ? Fallback::kShapeError
           : !flatten_leading(indices, k, &m, &istep) || !flatten_leading(grad, k, &gm, &gstep)
