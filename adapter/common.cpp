@@ -90,8 +90,9 @@ void promote_scalar(StridedView* v) {
 }
 
 void scalar_bytes(const c10::Scalar& v, c10::ScalarType st, unsigned char (&out)[16]) {
-  AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND3(
-      at::ScalarType::Bool, at::ScalarType::Half, at::ScalarType::BFloat16, st, "stridewise", [&] {
+  AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND4(
+      at::ScalarType::Bool, at::ScalarType::Half, at::ScalarType::BFloat16,
+      at::ScalarType::ComplexHalf, st, "stridewise", [&] {
         const scalar_t x = v.to<scalar_t>();
         static_assert(sizeof(x) <= sizeof(out), "scalar buffer too small");
         std::memcpy(out, &x, sizeof(x));

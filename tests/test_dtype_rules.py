@@ -31,6 +31,7 @@ def _ops(g, dtype):
     x = _bytes((5, 4), dtype, g)
     i = torch.randperm(5, generator=g)[:3]
     v = _bytes((3, 4), dtype, g)
+    m = torch.rand(5, 4, generator=g) > 0.5
     return {
         # name: (routing name, call, expected rule: None = the core runs it)
         "index_select": ("index_select", lambda: x.index_select(0, i), None),
@@ -43,6 +44,8 @@ def _ops(g, dtype):
         "index_put_acc": ("index_put", lambda: x.clone().index_put_((i,), v, accumulate=True),
                           "dtype_arith" if dtype == torch.complex32 or dtype in F8
                           else "dtype_rejected"),
+        "masked_put": ("index_put", lambda: x.clone().index_put_((m,), x[0, 0].clone()),
+                       None if dtype == torch.complex32 else "dtype_rejected"),
         "index_add": ("index_add", lambda: x.index_add(0, i, v),
                       "dtype_arith" if dtype == torch.complex32 else "dtype_rejected"),
         "take": ("take", lambda: x.take(i), "dtype_rejected"),
