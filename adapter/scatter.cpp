@@ -65,9 +65,9 @@ bool is_complex_or_bool(c10::ScalarType st) {
 // would not be ATen's:
 //  - a dtype the core has no entry for, or none with this combine (scatter_supports):
 //    ATen's kernel raises its NotImplementedError (or runs, for what the core cannot address);
-//  - complex mean: ATen divides every position by its count in complex arithmetic, also the
-//    positions no index reaches (by 1 + 0i), which turns -0 into +0 and an infinite component
-//    into NaN; the core leaves those positions as they are.
+//  - complex mean on CUDA: ATen divides every position by its count in complex arithmetic,
+//    also the positions no index reaches (by 1 + 0i), which turns -0 into +0 and an infinite
+//    component into NaN; the CPU core does the same, the CUDA core refuses it.
 //  - copy of a dtype without arithmetic: ATen's CPU kernel (and its value form on either
 //    device) takes only the dtypes that have arithmetic, and raises NotImplementedError for the
 //    others (uint16/32/64, complex32, float8): those go to ATen for its error.
@@ -86,8 +86,8 @@ bool aten_rule(bool cuda, bool deterministic, c10::ScalarType st, Combine c, boo
   }
   *why = Fallback::kDtypeRejected;
   if (!scatter_supports(dt, c)) return true;
-  if (c10::isComplexType(st) && c == Combine::kMean) {
-    *why = Fallback::kComplexMean;
+  if (cuda && c10::isComplexType(st) && c == Combine::kMean) {
+    *why = Fallback::kComplexMean;  // the CUDA core does not visit every position (scatter.h)
     return true;
   }
   if (c == Combine::kCopy && (!cuda || has_value) && !scatter_supports(dt, Combine::kAdd))
@@ -155,8 +155,10 @@ bool scatter_prepare(const at::Tensor& self, int64_t dim, const at::Tensor& inde
     scatter_fallback(self, dim, index, req, out, why);
     return false;
   }
-  if (index.numel() == 0) {
-    if (!same) out.copy_(self);  // ATen's result: self's values, nothing scattered
+  // ATen's result for an empty index: self's values, nothing scattered (but a complex mean
+  // still divides every position by 1 + 0i: the core does that)
+  if (index.numel() == 0 && !(combine == Combine::kMean && self.is_complex())) {
+    if (!same) out.copy_(self);
     return false;
   }
 

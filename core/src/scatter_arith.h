@@ -209,9 +209,15 @@ struct CxOps {
   SW_HOST_DEVICE static SW_INLINE A identity(Combine c) {
     return A{F(c == Combine::kMul ? 1 : 0), F(0)};
   }
+  // ATen's mean: div_(count) with count n + 0i, in c10::complex's division (rat = 0 / n,
+  // scl = 1 / (n + 0 * rat)): ((re + im * rat) * scl, (im - re * rat) * scl). Not re / n: the
+  // reciprocal rounds first, and a zero times an infinite or NaN part is NaN (n = 1 too).
   SW_HOST_DEVICE static SW_INLINE A mean(A s, int64_t n) {
-    const F d = static_cast<F>(n);
-    return A{s.re / d, s.im / d};
+    const F c = static_cast<F>(n);
+    const F rat = F(0) / c;
+    const F scl = F(1) / add_rn(c, mul_rn(F(0), rat));
+    return A{mul_rn(add_rn(s.re, mul_rn(s.im, rat)), scl),
+             mul_rn(add_rn(s.im, -mul_rn(s.re, rat)), scl)};
   }
 };
 template <typename F>

@@ -64,8 +64,13 @@ void segment_acc_targets(const Job& j, int64_t begin, int64_t end) {
   std::vector<Acc> acc(lines);
   for (int64_t v = begin; v < end; ++v) {
     const int64_t b = s.start[v], e = s.start[v + 1];
-    if (b == e) continue;
     char* op = out + v * out_b;
+    if (b == e) {
+      if constexpr (IsCx<T>::value && C == Combine::kMean) {  // ATen divides it by 1 + 0i
+        for (size_t l = 0; l < lines; ++l) store(op + oo(l), Ops<T>::mean(load<T>(op + oo(l)), 1));
+      }
+      continue;
+    }
     const char* sp = src + s.order[b] * src_b;
     for (size_t l = 0; l < lines; ++l) {
       const Acc x = scale(Cv::load(load<T>(sp + so(l))));

@@ -16,8 +16,12 @@
 // makes a written position start from the combine's identity (0, 1, -inf, +inf) combined with
 // the first src value it receives, instead of from out's (as ATen fills the identity); mean
 // divides by the number of values combined (self counts when included), with floor division
-// for integer types. Integer add/multiply wrap like ATen's. Floating accumulation of
-// float16/bfloat16 is carried in float32 and rounded once (ATen rounds at every step).
+// for integer types; complex mean is ATen's: every position of out divided by its count as a
+// complex number (c10::complex's division by n + 0i), the positions no index value reaches by
+// 1 + 0i (which turns -0 into +0, and an infinite or NaN part makes the other part NaN). CUDA
+// refuses complex mean (kUnsupported: those positions are not visited there). Integer
+// add/multiply wrap like ATen's. Floating accumulation of float16/bfloat16 is carried in
+// float32 and rounded once (ATen rounds at every step).
 // Bad index values (v < 0 or v >= self.sizes[dim]) are never used to address memory, and a
 // call that meets one writes nothing at all: out (and so an in-place self) keeps every bit.
 //  - CPU: every index value is checked before anything is written; returns kIndexOutOfRange
