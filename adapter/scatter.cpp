@@ -178,6 +178,14 @@ bool scatter_prepare(const at::Tensor& self, int64_t dim, const at::Tensor& inde
   promote_scalar(&a.self);
   promote_scalar(&a.index);
   if (!a.has_value) promote_scalar(&a.src);
+  if (index.numel() == 0) {
+    // complex mean only (see above). ATen checks no shape for an empty index, and divides
+    // every position by 1 + 0i: the core gets an empty index (and src) of out's rank.
+    for (StridedView* v : {&a.index, &a.src}) {
+      v->rank = a.out.rank;
+      for (int d = 0; d < v->rank; ++d) v->sizes[d] = v->strides[d] = 0;
+    }
+  }
   a.dim = wrapped;
   a.desc = scatter_desc(req.op, combine, req.include_self);
   a.deterministic = deterministic;

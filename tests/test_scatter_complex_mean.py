@@ -79,3 +79,21 @@ def test_complex_mean_is_atens(sw, seed, dtype, include_self, kind):
     for what, t in (("functional", got), ("in place", inplace), ("out=", out)):
         m = _differ(t, want, f"seed {seed} {what}")
         assert m is None, m
+
+
+@pytest.mark.parametrize("shapes", [((0,), (2, 2)), ((0, 3), (4,)), ((0,), (3, 3, 3))],
+                         ids=["1d-index", "wider-index", "3d-src"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=specs.dtype_name)
+def test_empty_index_of_any_shape(sw, seed, dtype, shapes):
+    """ATen checks no shape for an empty index (PyTorch's _test_scatter_base passes a 1-D one
+    with 2-D operands) and still divides every position by 1 + 0i."""
+    g = torch.Generator().manual_seed(seed)
+    idx = torch.zeros(shapes[0], dtype=torch.long)
+    src = _values(shapes[1], dtype, g)
+    self_t = _values((2, 2), dtype, g)
+    with specs.native():
+        want = self_t.clone().scatter_reduce_(0, idx, src, "mean")
+    with sw.use(include=["scatter_reduce"]):
+        got = self_t.clone().scatter_reduce_(0, idx, src, "mean")
+    m = _differ(got, want, f"seed {seed}")
+    assert m is None, m
