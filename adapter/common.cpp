@@ -6,8 +6,11 @@
 
 #include <cstring>
 #include <deque>
+#include <iterator>
 #include <mutex>
 #include <string>
+
+#include "stridewise/scatter.h"
 
 namespace stridewise::adapter {
 
@@ -168,6 +171,61 @@ const char* counter_name(int c) {
   return c >= 0 && c < kNumCounters ? kNames[c] : "?";
 }
 
+const char* fallback_name(Fallback r) {
+  static const char* const kNames[] = {
+      "unmapped_dtype", "dtype_rejected",  "dtype_moved", "dtype_arith",  "complex_mean",
+      "reduce_dtype",   "complex_product", "alpha_kind",  "empty_self",   "source_shape",
+      "shape_error",    "needs_copy",      "rank",        "index_terms",  "no_index_terms",
+      "device_mix",     "expanded_self",   "masked_fill", "core_declined"};
+  static_assert(std::size(kNames) == static_cast<size_t>(Fallback::kNumFallbacks),
+                "a name per Fallback");
+  const int i = static_cast<int>(r);
+  return i >= 0 && i < static_cast<int>(Fallback::kNumFallbacks) ? kNames[i] : "?";
+}
+
+namespace {
+
+bool no_arith_dtype(c10::ScalarType st) {
+  using S = c10::ScalarType;
+  return st == S::UInt16 || st == S::UInt32 || st == S::UInt64 || st == S::ComplexHalf ||
+         st == S::Float8_e4m3fn || st == S::Float8_e5m2 || st == S::Float8_e4m3fnuz ||
+         st == S::Float8_e5m2fnuz || st == S::Float8_e8m0fnu;
+}
+
+bool float8_4(c10::ScalarType st) {
+  using S = c10::ScalarType;
+  return st == S::Float8_e4m3fn || st == S::Float8_e5m2 || st == S::Float8_e4m3fnuz ||
+         st == S::Float8_e5m2fnuz;
+}
+
+}  // namespace
+
+Fallback dtype_rule(OpCode op, const at::Tensor& t, Combine c) {
+  DType dt = DType::kFloat32;
+  const c10::ScalarType st = t.scalar_type();
+  if (!to_dtype(st, &dt)) return Fallback::kUnmappedDtype;
+  if (scatter_supports(dt, Combine::kAdd) && scatter_supports(dt, c))
+    return Fallback::kNumFallbacks;
+  if (!t.is_cpu()) return c == Combine::kCopy ? Fallback::kDtypeMoved : Fallback::kDtypeRejected;
+  if (!no_arith_dtype(st)) return Fallback::kDtypeRejected;  // bool mean, complex amax, ...
+  const bool cx32 = st == c10::ScalarType::ComplexHalf;
+  switch (op) {
+    case OpCode::kIndexSelect:
+    case OpCode::kEmbedding:
+    case OpCode::kIndex:
+      return c == Combine::kCopy ? Fallback::kNumFallbacks : Fallback::kDtypeRejected;
+    case OpCode::kIndexCopy:
+      return cx32 ? Fallback::kNumFallbacks : Fallback::kDtypeRejected;
+    case OpCode::kIndexPut:
+      if (!(cx32 || float8_4(st))) return Fallback::kDtypeRejected;
+      return c == Combine::kCopy ? Fallback::kNumFallbacks : Fallback::kDtypeArith;
+    case OpCode::kIndexAdd:
+      return cx32 ? Fallback::kDtypeArith : Fallback::kDtypeRejected;
+    default:
+      return Fallback::kDtypeRejected;
+  }
+}
+
 namespace {
 
 struct OpTable {
@@ -211,7 +269,17 @@ std::string stats_json() {
     for (int c = 0; c < kNumCounters; ++c)
       os += (c ? ", \"" : "\"") + std::string(counter_name(c)) +
             "\": " + std::to_string(s.counters[c].load(std::memory_order_relaxed));
-    os += '}';
+    // the rules that fired (non-zero counts only), by name
+    os += ", \"fallback_reasons\": {";
+    bool first_reason = true;
+    for (int r = 0; r < static_cast<int>(Fallback::kNumFallbacks); ++r) {
+      const uint64_t n = s.fallbacks[r].load(std::memory_order_relaxed);
+      if (n == 0) continue;
+      os += (first_reason ? "\"" : ", \"") + std::string(fallback_name(static_cast<Fallback>(r))) +
+            "\": " + std::to_string(n);
+      first_reason = false;
+    }
+    os += "}}";
   }
   os += '}';
   return os;
@@ -220,8 +288,10 @@ std::string stats_json() {
 void reset_stats() {
   OpTable& t = op_table();
   std::lock_guard<std::mutex> lock(t.mu);
-  for (OpStats& s : t.ops)
+  for (OpStats& s : t.ops) {
     for (auto& c : s.counters) c.store(0, std::memory_order_relaxed);
+    for (auto& c : s.fallbacks) c.store(0, std::memory_order_relaxed);
+  }
 }
 
 // ---- overrides and hooks ----------------------------------------------------------------------

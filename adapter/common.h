@@ -15,6 +15,7 @@
 
 #include "stridewise/cpu_exec.h"
 #include "stridewise/dtype.h"
+#include "stridewise/indexed_op.h"
 #include "stridewise/status.h"
 #include "stridewise/view.h"
 
@@ -84,10 +85,53 @@ enum Counter : int {
 
 const char* counter_name(int c);
 
+// Why a call went to ATen's own kernel: one stable name per rule (stats()[op]
+// ["fallback_reasons"]; docs/fallbacks.md lists the rules per op and says which ATen forces).
+enum class Fallback : uint8_t {
+  kUnmappedDtype,  // "unmapped_dtype": a dtype the core has no entry for (quantized, bits, ...)
+  kDtypeRejected,  // "dtype_rejected": ATen's kernel raises for this dtype (op, combine, device)
+  kDtypeMoved,     // "dtype_moved": CUDA: a dtype without arithmetic in the core (ATen may move it)
+  kDtypeArith,     // "dtype_arith": ATen computes in a dtype the core has no arithmetic for
+  kComplexMean,    // "complex_mean": scatter_reduce mean of a complex self
+  kReduceDtype,    // "reduce_dtype": index_reduce of a bool or complex self
+  kCxProduct,      // "complex_product": ATen's CPU complex product is neither core formula
+  kAlphaKind,      // "alpha_kind": index_add's alpha of a kind ATen refuses for self's dtype
+  kEmptySelf,      // "empty_self": an empty self with a non-empty index (ATen: per path)
+  kSourceShape,    // "source_shape": a source whose shape is not self's with dim resized
+  kShapeError,     // "shape_error": shapes ATen rejects with its own error (embedding backward)
+  kNeedsCopy,      // "needs_copy": ATen's result needs a copy or cast the core does not make
+  kRank,           // "rank": more than kMaxRank dims
+  kIndexTerms,     // "index_terms": more than kMaxIndexTerms index tensors (a mask counts its dims)
+  kNoIndexTerms,   // "no_index_terms": only None / 0-dim masks, no index tensor
+  kDeviceMix,      // "device_mix": an index, out= or values on another device (ATen moves them)
+  kExpandedSelf,   // "expanded_self": index_put_ on a self with internal overlap
+  kMaskedFill,     // "masked_fill": index_put_ of one CPU value through a mask (masked_fill_)
+  kCoreDeclined,   // "core_declined": the core's plan or kernel returned kUnsupported
+  kNumFallbacks
+};
+
+const char* fallback_name(Fallback r);
+
+// The dtype rule of a call the core would run with combine `c` on `t`'s dtype (kNumFallbacks:
+// the core runs it). The core computes the dtypes with arithmetic (scatter_supports) and moves
+// any dtype's bytes; ATen's CPU kernels move or compute some of the others per op (torch 2.13,
+// measured: tests/test_dtype_rules.py): index_select, embedding and index move every dtype,
+// index_copy complex32, index_put complex32 and four float8 types (copy and accumulate, the
+// latter computed), index_add computes complex32; the rest raise NotImplementedError. So on
+// the CPU: the core moves what ATen moves; ATen raises (dtype_rejected) or computes
+// (dtype_arith) the rest. On CUDA (not measured here): dtype_moved / dtype_rejected.
+Fallback dtype_rule(OpCode op, const at::Tensor& t, Combine c);
+
 struct OpStats {
   const char* name = "";
   std::atomic<uint64_t> counters[kNumCounters] = {};
+  std::atomic<uint64_t> fallbacks[static_cast<int>(Fallback::kNumFallbacks)] = {};
   void bump(Counter c) { counters[c].fetch_add(1, std::memory_order_relaxed); }
+  // Counts a call handed to ATen's kernel under rule `r` (and in the "fallback" total).
+  void fall_back(Fallback r) {
+    bump(kFallback);
+    fallbacks[static_cast<int>(r)].fetch_add(1, std::memory_order_relaxed);
+  }
 };
 
 // Counts one call's layouts: non-contiguous index / self / out / src (src may be null),

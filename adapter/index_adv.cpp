@@ -9,8 +9,9 @@
 //    None / 0-dim masks), or more than kMaxRank dims;
 //  - an index (or out=, or non-0-dim values) on another device than self: ATen moves a CPU
 //    index to the device (or raises);
-//  - index_put_ on a self with internal overlap (ATen warns, then writes racily), and
-//    index_put_ of one CPU value through a mask without accumulate (ATen's masked_fill_);
+//  - index_put_ on a self with internal overlap (ATen warns, then writes racily), and on CUDA
+//    index_put_ of one CPU value through a mask without accumulate (ATen's masked_fill_, which
+//    needs no nonzero(); on the CPU the core writes it at the mask's nonzero() positions);
 //  - put_ with a source whose shape does not view as the index's;
 //  - the core declining at run time (CUDA: a deterministic write that may collide).
 #include "index_adv.h"
@@ -66,7 +67,7 @@ AdvPrep make_index_k_plan(IndexKCall* call, OpStats& stats, const at::Tensor& se
   ErrorDetail err;
   const Status st = plan_index_k(call->args, &call->plan, &err);
   if (st == Status::kUnsupported) {
-    stats.bump(kFallback);
+    stats.fall_back(Fallback::kCoreDeclined);
     return AdvPrep::kFallback;
   }
   if (st != Status::kOk)
@@ -92,11 +93,10 @@ namespace {
 // Registers the four ops as supported when the library is loaded.
 [[maybe_unused]] const OpStats& kAdvRegistered = adv_stats(OpCode::kIndex);
 
-// The dtypes the core computes for these ops: those with arithmetic (as the dim-indexed ops).
-bool core_dtype(const at::Tensor& t, Combine c) {
-  DType dt = DType::kFloat32;
-  return to_dtype(t.scalar_type(), &dt) && index_k_supports(dt, Combine::kAdd) &&
-         index_k_supports(dt, c);
+// Whether the core runs op on t's dtype with combine c (common.h's dtype_rule), and why not.
+bool dtype_ok(OpCode op, const at::Tensor& t, Combine c, Fallback* why) {
+  *why = dtype_rule(op, t, c);
+  return *why == Fallback::kNumFallbacks;
 }
 
 // The rank-0 case as one element of rank 1 (ATen's result keeps its 0-dim shape).
@@ -125,8 +125,13 @@ AdvPrep prepare_index(const at::Tensor& self, const OptTensors& indices, at::Ten
   OpStats& stats = adv_stats(OpCode::kIndex);
   too_many(self, indices.size());
   const int k = count_terms(indices);
-  if (!core_dtype(self, Combine::kCopy) || k < 1 || k > kMaxIndexTerms || self.dim() > kMaxRank) {
-    stats.bump(kFallback);
+  Fallback why = Fallback::kNumFallbacks;
+  if (!dtype_ok(OpCode::kIndex, self, Combine::kCopy, &why) || k < 1 || k > kMaxIndexTerms ||
+      self.dim() > kMaxRank) {
+    stats.fall_back(why != Fallback::kNumFallbacks ? why
+                    : k < 1                        ? Fallback::kNoIndexTerms
+                    : k > kMaxIndexTerms           ? Fallback::kIndexTerms
+                                                   : Fallback::kRank);
     return AdvPrep::kFallback;
   }
   if (out_given) {  // the structured meta's checks of a given result
@@ -145,7 +150,7 @@ AdvPrep prepare_index(const at::Tensor& self, const OptTensors& indices, at::Ten
     TORCH_CHECK_INDEX(a.term_size[j] != 0 || c10::multiply_integers(t.bshape) == 0,
                       "index is out of bounds for dimension with size 0");
   if (sizes.size() > static_cast<size_t>(kMaxRank)) {
-    stats.bump(kFallback);
+    stats.fall_back(Fallback::kRank);
     return AdvPrep::kFallback;
   }
   const std::vector<int64_t> strides = iter_out_strides(sizes, ops);
@@ -175,46 +180,83 @@ AdvPrep prepare_index_put(const at::Tensor& self, const OptTensors& indices,
   too_many(self, indices.size());
   const int k = count_terms(indices);
   const Combine c = accumulate ? Combine::kAdd : Combine::kCopy;
-  const auto fallback = [&] {
-    stats.bump(kFallback);
+  const auto fallback = [&](Fallback why) {
+    stats.fall_back(why);
     return AdvPrep::kFallback;
   };
   // ATen warns about an expanded self and writes it anyway: its call, its warning
-  if (at::has_internal_overlap(self) == at::MemOverlap::Yes) return fallback();
-  if (!accumulate && std::get<0>(at::native::canDispatchToMaskedFill(self, indices, values)))
-    return fallback();  // one CPU value through a mask: ATen's masked_fill_
-  if (!core_dtype(self, c) || k < 1 || k > kMaxIndexTerms || self.dim() > kMaxRank)
-    return fallback();
+  if (at::has_internal_overlap(self) == at::MemOverlap::Yes)
+    return fallback(Fallback::kExpandedSelf);
+  // x[mask] = v with one CPU value v, without accumulate: ATen runs self.masked_fill_(mask,
+  // v.item()). The core writes that value (converted as masked_fill_ converts it) at the mask's
+  // nonzero() positions on the CPU. On CUDA nonzero() would synchronize the host where ATen's
+  // masked_fill_ does not: ATen runs it there.
+  bool masked = false;
+  at::Tensor mask;
+  if (!accumulate)
+    std::tie(masked, mask) = at::native::canDispatchToMaskedFill(self, indices, values);
+  if (masked && !self.is_cpu()) return fallback(Fallback::kMaskedFill);
+  Fallback why = Fallback::kNumFallbacks;
+  if (!dtype_ok(OpCode::kIndexPut, self, c, &why)) return fallback(why);
+  if (masked && at::isFloat8Type(self.scalar_type()))
+    return fallback(Fallback::kDtypeRejected);  // masked_fill_ has no float8 kernel
+  if (k < 1) return fallback(Fallback::kNoIndexTerms);
+  if (k > kMaxIndexTerms) return fallback(Fallback::kIndexTerms);
+  if (self.dim() > kMaxRank) return fallback(Fallback::kRank);
   // A Python scalar's value arrives as a 0-dim CPU tensor: the core takes its bytes
   // (IndexKArgs::value) instead of the device copy ATen makes.
   const at::Tensor& value = values;
   const bool scalar_value = values.is_cpu() && !self.is_cpu() && values.dim() == 0;
-  at::assert_no_overlap(self, values);
-  for (const std::optional<at::Tensor>& i : indices)
-    if (i.has_value() && i->defined()) at::assert_no_overlap(self, *i);
+  IndexKArgs& a = call->args;
+  if (masked) {  // masked_fill_'s checks and conversion, in its order and wording
+    TORCH_CHECK(mask.scalar_type() == at::kBool,
+                "masked_fill_ only supports boolean masks, but got mask with dtype ", mask.dtype());
+    if (at::has_internal_overlap(self) == at::MemOverlap::Yes)
+      TORCH_WARN(
+          "Use of masked_fill_ on expanded tensors is deprecated. "
+          "Please clone() the tensor before performing this operation. "
+          "This also applies to advanced indexing e.g. tensor[mask] = scalar");
+    at::assert_no_partial_overlap(self, mask);
+    scalar_bytes(values.item(), self.scalar_type(), a.value);
+    a.has_value = true;
+  } else {
+    at::assert_no_overlap(self, values);
+    for (const std::optional<at::Tensor>& i : indices)
+      if (i.has_value() && i->defined()) at::assert_no_overlap(self, *i);
+  }
 
   const Terms t = expand_terms(self, indices);
-  IndexKArgs& a = call->args;
   std::vector<std::vector<int64_t>> ops;
   const std::vector<int64_t> sizes = build_views(self, t, "index_put_", &a, &ops);
   for (int j = 0; j < a.k; ++j)
     TORCH_CHECK_INDEX(a.term_size[j] != 0 || c10::multiply_integers(t.bshape) == 0,
                       "index is out of bounds for dimension with size 0");
-  TORCH_CHECK(at::is_expandable_to(value.sizes(), sizes), "shape mismatch: value tensor of shape ",
-              value.sizes(), " cannot be broadcast to indexing result of shape ",
-              at::IntArrayRef(sizes));
-  TORCH_CHECK(value.scalar_type() == self.scalar_type(),
-              "Index put requires the source and destination dtypes match, got ",
-              self.scalar_type(), " for the destination and ", value.scalar_type(),
-              " for the source.");
-  if (sizes.size() > static_cast<size_t>(kMaxRank)) return fallback();
+  if (!masked) {
+    TORCH_CHECK(at::is_expandable_to(value.sizes(), sizes),
+                "shape mismatch: value tensor of shape ", value.sizes(),
+                " cannot be broadcast to indexing result of shape ", at::IntArrayRef(sizes));
+    TORCH_CHECK(value.scalar_type() == self.scalar_type(),
+                "Index put requires the source and destination dtypes match, got ",
+                self.scalar_type(), " for the destination and ", value.scalar_type(),
+                " for the source.");
+  }
+  if (sizes.size() > static_cast<size_t>(kMaxRank)) return fallback(Fallback::kRank);
   if (c10::multiply_integers(sizes) == 0) return AdvPrep::kDone;
 
-  const at::Tensor src = value.expand(sizes);  // a view: stride 0 along the broadcast dims
-  call->keep.push_back(src);
   for (const at::Tensor& i : t.per_dim)
     if (i.defined()) call->keep.push_back(i);
-  a.src = to_view(src, "index_put_", "values");
+  if (masked) {  // the value's bytes are in a.value; src gives the iteration shape only
+    a.src = a.target = to_view(self, "index_put_", "self", /*writable=*/true);
+    a.src.rank = static_cast<int>(sizes.size());
+    for (int d = 0; d < a.src.rank; ++d) {
+      a.src.sizes[d] = sizes[static_cast<size_t>(d)];
+      a.src.strides[d] = 0;
+    }
+  } else {
+    const at::Tensor src = value.expand(sizes);  // a view: stride 0 along the broadcast dims
+    call->keep.push_back(src);
+    a.src = to_view(src, "index_put_", "values");
+  }
   if (scalar_value) {
     a.has_value = true;
     std::memcpy(a.value, value.const_data_ptr(), value.element_size());
@@ -252,8 +294,10 @@ void flat_views(const at::Tensor& self, const at::Tensor& index, const char* nam
 AdvPrep prepare_take(const at::Tensor& self, const at::Tensor& index, at::Tensor& out,
                      bool out_given, IndexKCall* call) {
   OpStats& stats = adv_stats(OpCode::kTake);
-  if (!core_dtype(self, Combine::kCopy) || index.dim() > kMaxRank || self.dim() > kMaxRank) {
-    stats.bump(kFallback);
+  Fallback why = Fallback::kNumFallbacks;
+  if (!dtype_ok(OpCode::kTake, self, Combine::kCopy, &why) || index.dim() > kMaxRank ||
+      self.dim() > kMaxRank) {
+    stats.fall_back(why != Fallback::kNumFallbacks ? why : Fallback::kRank);
     return AdvPrep::kFallback;
   }
   if (!out_given) out = at::empty(index.sizes(), self.options());  // ATen's take, then take_out
@@ -290,8 +334,9 @@ AdvPrep prepare_put(const at::Tensor& self, const at::Tensor& index, const at::T
   const bool deterministic = at::globalContext().deterministicAlgorithms();
   if (deterministic) stats.bump(kDeterministic);
   const Combine c = accumulate ? Combine::kAdd : Combine::kCopy;
-  if (!core_dtype(self, c) || index.dim() > kMaxRank || self.dim() > kMaxRank) {
-    stats.bump(kFallback);
+  Fallback why = Fallback::kNumFallbacks;
+  if (!dtype_ok(OpCode::kPut, self, c, &why) || index.dim() > kMaxRank || self.dim() > kMaxRank) {
+    stats.fall_back(why != Fallback::kNumFallbacks ? why : Fallback::kRank);
     return AdvPrep::kFallback;
   }
   // put_'s checks, in its order and wording
@@ -318,7 +363,7 @@ AdvPrep prepare_put(const at::Tensor& self, const at::Tensor& index, const at::T
   if (source.sizes() != index.sizes()) {
     const auto st = at::detail::computeStride(source.sizes(), source.strides(), index.sizes());
     if (!st.has_value()) {
-      stats.bump(kFallback);
+      stats.fall_back(Fallback::kNeedsCopy);
       return AdvPrep::kFallback;
     }
     src = source.as_strided(index.sizes(), *st, source.storage_offset());

@@ -115,7 +115,7 @@ struct AdvIndexOverloads {
     const Status st = b.run(call, &err);
     if (st == Status::kOk) return true;
     if (st == Status::kUnsupported) {
-      stats.bump(kFallback);
+      stats.fall_back(Fallback::kCoreDeclined);
       return false;
     }
     if constexpr (B::kDevice == kCpu) throw_adv_cpu(call.args, st, err);
@@ -140,7 +140,7 @@ struct AdvIndexOverloads {
       const AdvPrep p = prepare_index(self, indices, out, out_given, &call);
       if (p == AdvPrep::kDone || (p == AdvPrep::kRun && run(b, stats, call))) return out;
     } else {
-      stats.bump(kFallback);
+      stats.fall_back(Fallback::kDeviceMix);
     }
     if (out_given) return K::index_out(out, self, indices);
     out = K::index(self, indices);
@@ -169,7 +169,7 @@ struct AdvIndexOverloads {
       const AdvPrep p = prepare_index_put(self, indices, values, accumulate, &call);
       if (p == AdvPrep::kDone || (p == AdvPrep::kRun && run(b, stats, call))) return self;
     } else {
-      stats.bump(kFallback);
+      stats.fall_back(Fallback::kDeviceMix);
     }
     return K::index_put_(self, indices, values, accumulate, unsafe);
   }
@@ -214,7 +214,7 @@ struct AdvIndexOverloads {
       const AdvPrep p = prepare_take(self, index, out, out_given, &call);
       if (p == AdvPrep::kDone || (p == AdvPrep::kRun && run(b, stats, call))) return out;
     } else {
-      stats.bump(kFallback);
+      stats.fall_back(Fallback::kDeviceMix);
     }
     if (out_given) return K::take_out(out, self, index);
     out = K::take(self, index);
@@ -239,7 +239,7 @@ struct AdvIndexOverloads {
       const AdvPrep p = prepare_put(self, index, source, accumulate, &call);
       if (p == AdvPrep::kDone || (p == AdvPrep::kRun && run(b, stats, call))) return self;
     } else {
-      stats.bump(kFallback);
+      stats.fall_back(Fallback::kDeviceMix);
     }
     return K::put_(self, index, source, accumulate);
   }
@@ -264,7 +264,7 @@ struct AdvIndexOverloads {
       const AdvPrep p = prepare_index_fill(self, dim, index, value, &call);
       if (p == AdvPrep::kDone || (p == AdvPrep::kRun && run(b, stats, call))) return self;
     } else {
-      stats.bump(kFallback);
+      stats.fall_back(Fallback::kDeviceMix);
     }
     if (value.tensor != nullptr) return K::index_fill_(self, dim, index, *value.tensor);
     return K::index_fill_(self, dim, index, *value.scalar);

@@ -61,12 +61,10 @@ namespace {
 // Registers the ops as supported when the library is loaded.
 [[maybe_unused]] const OpStats& kIndexRegistered = index_op_stats(OpCode::kIndexSelect);
 
-// The dtypes the core computes for these ops: those with arithmetic (scatter.h). ATen's
-// index_select and index_copy also move uint16/32/64, complex32 and float8, or refuse some of
-// them per device; its kernel decides those.
-bool core_dtype(const at::Tensor& t, Combine c, DType* dt) {
-  return to_dtype(t.scalar_type(), dt) && scatter_supports(*dt, Combine::kAdd) &&
-         scatter_supports(*dt, c);
+// The dtype rule (common.h) for op `op` on `t` with combine `c`; *dt: the core's dtype.
+Fallback dtype_rule(OpCode op, const at::Tensor& t, Combine c, DType* dt) {
+  (void)to_dtype(t.scalar_type(), dt);
+  return adapter::dtype_rule(op, t, c);
 }
 
 bool ranks_ok(std::initializer_list<const at::Tensor*> ts, int64_t extra = 0) {
@@ -173,10 +171,21 @@ Prep prepare_index_scatter(const IndexScatter& req, ScatterForm form, const at::
   DType dt = DType::kFloat32;
   const bool reduce_dtype =
       req.op != OpCode::kIndexReduce || !(self.scalar_type() == at::kBool || self.is_complex());
-  if (!reduce_dtype || !alpha_ok(req.alpha, self) || !core_dtype(self, req.combine, &dt) ||
-      !ranks_ok({&self, &source, &out}) || self.numel() == 0 ||
-      !source_matches(self, dim, source)) {
-    stats.bump(kFallback);
+  Fallback why = Fallback::kReduceDtype;
+  if (reduce_dtype) {
+    why = Fallback::kAlphaKind;
+    if (alpha_ok(req.alpha, self)) {
+      why = dtype_rule(req.op, self, req.combine, &dt);
+      if (why == Fallback::kNumFallbacks) {
+        why = !ranks_ok({&self, &source, &out})    ? Fallback::kRank
+              : self.numel() == 0                  ? Fallback::kEmptySelf
+              : !source_matches(self, dim, source) ? Fallback::kSourceShape
+                                                   : Fallback::kNumFallbacks;
+      }
+    }
+  }
+  if (why != Fallback::kNumFallbacks) {
+    stats.fall_back(why);
     return Prep::kFallback;
   }
   if (index.numel() == 0) {
@@ -204,7 +213,7 @@ Prep prepare_index_scatter(const IndexScatter& req, ScatterForm form, const at::
   ErrorDetail err;
   const Status st = plan_scatter(a, &call->plan, &err);
   if (st == Status::kUnsupported) {
-    stats.bump(kFallback);
+    stats.fall_back(Fallback::kCoreDeclined);
     return Prep::kFallback;
   }
   if (st != Status::kOk) throw_status(name, self.is_cuda() ? "cuda" : "cpu", st, err);
@@ -233,9 +242,13 @@ Prep prepare_index_select(const at::Tensor& self, int64_t dim, const at::Tensor&
 
   OpStats& stats = index_op_stats(OpCode::kIndexSelect);
   DType dt = DType::kFloat32;
-  if (!core_dtype(self, Combine::kCopy, &dt) || !ranks_ok({&self, &out}) ||
-      (self.numel() == 0 && numel > 0)) {
-    stats.bump(kFallback);
+  Fallback why = dtype_rule(OpCode::kIndexSelect, self, Combine::kCopy, &dt);
+  if (why == Fallback::kNumFallbacks)
+    why = !ranks_ok({&self, &out})           ? Fallback::kRank
+          : (self.numel() == 0 && numel > 0) ? Fallback::kEmptySelf
+                                             : Fallback::kNumFallbacks;
+  if (why != Fallback::kNumFallbacks) {
+    stats.fall_back(why);
     return Prep::kFallback;
   }
   if (numel == 0) return Prep::kDone;
@@ -272,9 +285,14 @@ Prep prepare_embedding(const at::Tensor& weight, const at::Tensor& indices, at::
   const bool out_ok =
       !out_given || (out.scalar_type() == weight.scalar_type() && apart(weight) && apart(indices) &&
                      at::has_internal_overlap(out) == at::MemOverlap::No);
-  if (!out_ok || !core_dtype(weight, Combine::kCopy, &dt) || !ranks_ok({&indices}, 1) ||
-      weight.numel() == 0) {
-    stats.bump(kFallback);
+  Fallback why =
+      out_ok ? dtype_rule(OpCode::kEmbedding, weight, Combine::kCopy, &dt) : Fallback::kNeedsCopy;
+  if (why == Fallback::kNumFallbacks)
+    why = !ranks_ok({&indices}, 1) ? Fallback::kRank
+          : weight.numel() == 0    ? Fallback::kEmptySelf
+                                   : Fallback::kNumFallbacks;
+  if (why != Fallback::kNumFallbacks) {
+    stats.fall_back(why);
     return Prep::kFallback;
   }
   std::vector<int64_t> sizes = indices.sizes().vec();
@@ -391,10 +409,17 @@ Prep prepare_embedding_backward(const at::Tensor& grad, const at::Tensor& indice
   const bool flat = grad.dim() == k + 1 && flatten_leading(indices, k, &m, &istep) &&
                     flatten_leading(grad, k, &gm, &gstep) && gm == m;
   // Otherwise the k-index core, over grad's shape, which must then be the index's plus D.
-  const bool over_grad = !flat && grad.dim() == k + 1 && ranks_ok({&grad}) &&
-                         grad.sizes().slice(0, k) == indices.sizes();
-  if (!core_dtype(grad, comb, &dt) || num_weights < 0 || !(flat || over_grad)) {
-    stats.bump(kFallback);
+  const bool over_grad =
+      !flat && grad.dim() == k + 1 && grad.sizes().slice(0, k) == indices.sizes();
+  Fallback why = grad.dim() != k + 1 ? Fallback::kShapeError
+                                     : dtype_rule(OpCode::kEmbeddingBackward, grad, comb, &dt);
+  if (why == Fallback::kNumFallbacks)
+    why = num_weights < 0                   ? Fallback::kShapeError
+          : over_grad && !ranks_ok({&grad}) ? Fallback::kRank
+          : !(flat || over_grad)            ? Fallback::kNeedsCopy
+                                            : Fallback::kNumFallbacks;
+  if (why != Fallback::kNumFallbacks) {
+    stats.fall_back(why);
     return Prep::kFallback;
   }
   const int64_t D = grad.size(-1);

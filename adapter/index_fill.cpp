@@ -62,7 +62,7 @@ AdvPrep prepare_index_fill(at::Tensor& self, int64_t dim, const at::Tensor& inde
                            const FillValue& value, IndexKCall* call) {
   OpStats& stats = adv_stats(OpCode::kIndexFill);
   if (!aten_fills(self.scalar_type()) || self.dim() > kMaxRank) {  // ATen's call, checks and all
-    stats.bump(kFallback);
+    stats.fall_back(self.dim() > kMaxRank ? Fallback::kRank : Fallback::kDtypeRejected);
     return AdvPrep::kFallback;
   }
   const bool deterministic = at::globalContext().deterministicAlgorithms();

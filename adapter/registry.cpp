@@ -213,6 +213,13 @@ TORCH_LIBRARY(stridewise, m) {
   m.def("_enabled() -> str[]", &stridewise::adapter::op_enabled);
   m.def("_supported() -> str[]", []() { return stridewise::adapter::supported_ops(); });
   m.def("_stats() -> str", &stridewise::adapter::op_stats);
+  m.def("_fallback_rules() -> str[]", []() {
+    std::vector<std::string> names;
+    for (int r = 0; r < static_cast<int>(stridewise::adapter::Fallback::kNumFallbacks); ++r)
+      names.emplace_back(
+          stridewise::adapter::fallback_name(static_cast<stridewise::adapter::Fallback>(r)));
+    return names;
+  });
   m.def("_reset_stats() -> ()", &stridewise::adapter::op_reset_stats);
   m.def("_set_cuda_check_mode(str mode) -> ()", &stridewise::adapter::op_set_cuda_check_mode);
   m.def("_cuda_check_mode() -> str", &stridewise::adapter::op_cuda_check_mode);

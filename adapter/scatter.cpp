@@ -61,30 +61,41 @@ bool is_complex_or_bool(c10::ScalarType st) {
   return st == c10::ScalarType::Bool || c10::isComplexType(st);
 }
 
-// Whether the core's result (or error) is ATen's for this call, where that differs from the
-// core's scatter_supports:
-//  - complex mean: ATen divides every position by its count in complex arithmetic, also the
-//    positions no index reaches (by 1 + 0i), which turns -0 into +0 and an infinite component
-//    into NaN; the core leaves those positions as they are. ATen's kernel runs instead.
-//  - copy of a dtype without arithmetic: see below.
+// The rule (if any) that hands this call to ATen's kernel, where the core's result or error
+// would not be ATen's:
+//  - a dtype the core has no entry for, or none with this combine (scatter_supports):
+//    ATen's kernel raises its NotImplementedError (or runs, for what the core cannot address);
+//  - complex mean on CUDA: ATen divides every position by its count in complex arithmetic,
+//    also the positions no index reaches (by 1 + 0i), which turns -0 into +0 and an infinite
+//    component into NaN; the CPU core does the same, the CUDA core refuses it.
+//  - copy of a dtype without arithmetic: ATen's CPU kernel (and its value form on either
+//    device) takes only the dtypes that have arithmetic, and raises NotImplementedError for the
+//    others (uint16/32/64, complex32, float8): those go to ATen for its error.
 //  - CUDA (ATen/native/cuda/ScatterGatherKernel.cu, torch 2.11-2.13): ATen's multiply, mean,
 //    amax and amin kernels (and value with reduce="multiply") dispatch ALL_TYPES_AND2(Half,
 //    BFloat16): neither bool nor complex, so ATen raises NotImplementedError; except where
 //    deterministic mode sends a src tensor through index_put_ (copy, add, mean).
 // On CPU the rest of ATen's coverage equals the core's (checked against native for every dtype
 // and combine).
-bool core_matches_aten(bool cuda, bool deterministic, c10::ScalarType st, DType dt, Combine c,
-                       bool has_value) {
-  if (c10::isComplexType(st) && c == Combine::kMean) return false;
-  // Copy: the core moves bytes of any dtype. ATen's CPU kernel (and its value form on either
-  // device) takes only the dtypes that have arithmetic, and raises NotImplementedError for
-  // the others (uint16/32/64, complex32, float8): those go to ATen for its error.
+bool aten_rule(bool cuda, bool deterministic, c10::ScalarType st, Combine c, bool has_value,
+               Fallback* why) {
+  DType dt = DType::kFloat32;
+  if (!to_dtype(st, &dt)) {
+    *why = Fallback::kUnmappedDtype;
+    return true;
+  }
+  *why = Fallback::kDtypeRejected;
+  if (!scatter_supports(dt, c)) return true;
+  if (cuda && c10::isComplexType(st) && c == Combine::kMean) {
+    *why = Fallback::kComplexMean;  // the CUDA core does not visit every position (scatter.h)
+    return true;
+  }
   if (c == Combine::kCopy && (!cuda || has_value) && !scatter_supports(dt, Combine::kAdd))
-    return false;
-  if (!cuda || !is_complex_or_bool(st)) return true;
-  if (c == Combine::kCopy || c == Combine::kAdd) return true;
-  if (deterministic && !has_value && c == Combine::kMean) return true;
-  return false;
+    return true;
+  if (!cuda || !is_complex_or_bool(st)) return false;
+  if (c == Combine::kCopy || c == Combine::kAdd) return false;
+  if (deterministic && !has_value && c == Combine::kMean) return false;
+  return true;
 }
 
 bool rank_ok(const at::Tensor& t) {
@@ -137,17 +148,17 @@ bool scatter_prepare(const at::Tensor& self, int64_t dim, const at::Tensor& inde
   const bool same = form == ScatterForm::kInPlace || out.is_same(self);
   if (!same) at::assert_no_partial_overlap(out, self);
 
-  DType dt = DType::kFloat32;
-  const bool core_ok = to_dtype(self.scalar_type(), &dt) && scatter_supports(dt, combine) &&
-                       core_matches_aten(self.is_cuda(), deterministic, self.scalar_type(), dt,
-                                         combine, req.value != nullptr) &&
-                       rank_ok(self) && rank_ok(index) && (!req.src || rank_ok(*req.src));
-  if (!core_ok) {
-    scatter_fallback(self, dim, index, req, out);
+  Fallback why = Fallback::kRank;
+  if (aten_rule(self.is_cuda(), deterministic, self.scalar_type(), combine, req.value != nullptr,
+                &why) ||
+      !rank_ok(self) || !rank_ok(index) || (req.src && !rank_ok(*req.src))) {
+    scatter_fallback(self, dim, index, req, out, why);
     return false;
   }
-  if (index.numel() == 0) {
-    if (!same) out.copy_(self);  // ATen's result: self's values, nothing scattered
+  // ATen's result for an empty index: self's values, nothing scattered (but a complex mean
+  // still divides every position by 1 + 0i: the core does that)
+  if (index.numel() == 0 && !(combine == Combine::kMean && self.is_complex())) {
+    if (!same) out.copy_(self);
     return false;
   }
 
@@ -167,14 +178,30 @@ bool scatter_prepare(const at::Tensor& self, int64_t dim, const at::Tensor& inde
   promote_scalar(&a.self);
   promote_scalar(&a.index);
   if (!a.has_value) promote_scalar(&a.src);
+  if (index.numel() == 0) {
+    // complex mean only (see above). ATen checks no shape for an empty index, and divides
+    // every position by 1 + 0i: the core gets an empty index (and src) of out's rank.
+    for (StridedView* v : {&a.index, &a.src}) {
+      v->rank = a.out.rank;
+      for (int d = 0; d < v->rank; ++d) v->sizes[d] = v->strides[d] = 0;
+    }
+  }
   a.dim = wrapped;
   a.desc = scatter_desc(req.op, combine, req.include_self);
   a.deterministic = deterministic;
+  if (combine == Combine::kMul && self.is_cpu() && self.is_complex()) {
+    const ProductKind k = aten_cpu_complex_product(self.scalar_type());
+    if (k == ProductKind::kUnknown) {  // a build of ATen whose product is neither formula
+      scatter_fallback(self, dim, index, req, out, Fallback::kCxProduct);
+      return false;
+    }
+    a.cx_product = k == ProductKind::kFma ? ComplexProduct::kFma : ComplexProduct::kPlain;
+  }
 
   ErrorDetail err;
   const Status st = plan_scatter(a, &call->plan, &err);
   if (st == Status::kUnsupported) {
-    scatter_fallback(self, dim, index, req, out);
+    scatter_fallback(self, dim, index, req, out, Fallback::kCoreDeclined);
     return false;
   }
   if (st != Status::kOk) throw_status(name, self.is_cuda() ? "cuda" : "cpu", st, err);
@@ -183,8 +210,8 @@ bool scatter_prepare(const at::Tensor& self, int64_t dim, const at::Tensor& inde
 }
 
 void scatter_fallback(const at::Tensor& self, int64_t dim, const at::Tensor& index,
-                      const ScatterRequest& req, const at::Tensor& out) {
-  scatter_op_stats(req.op).bump(kFallback);
+                      const ScatterRequest& req, const at::Tensor& out, Fallback why) {
+  scatter_op_stats(req.op).fall_back(why);
   namespace n = at::native;
   switch (req.op) {
     case OpCode::kScatterAdd:

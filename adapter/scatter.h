@@ -57,10 +57,15 @@ bool scatter_prepare(const at::Tensor& self, int64_t dim, const at::Tensor& inde
                      ScatterCall* call);
 
 // Runs ATen's own kernel (the structured impl: copy, include_self init, stub, mean division)
-// for a call whose checks passed, and counts it as a fallback. Used where the core reports
-// kUnsupported, so the user gets ATen's result or ATen's exact NotImplementedError.
+// for a call whose checks passed, and counts it as a fallback under rule `why`. Used where the
+// core reports kUnsupported, so the user gets ATen's result or ATen's exact NotImplementedError.
 void scatter_fallback(const at::Tensor& self, int64_t dim, const at::Tensor& index,
-                      const ScatterRequest& req, const at::Tensor& out);
+                      const ScatterRequest& req, const at::Tensor& out, Fallback why);
+
+// The complex product ATen's CPU scatter kernels compute for `st` (ComplexFloat or
+// ComplexDouble), asked of ATen's kernel once per dtype (complex_product.cpp).
+enum class ProductKind : int { kPlain = 0, kFma = 1, kUnknown = 2 };
+ProductKind aten_cpu_complex_product(c10::ScalarType st);
 
 // One call from entry to return. Backend (CPU or CUDA) is an RAII object built first (device
 // checks, device guard), with
@@ -81,7 +86,7 @@ at::Tensor& scatter_entry(const char* wrapper, const at::Tensor& self, int64_t d
   ErrorDetail err;
   const Status st = backend.run(call, &err);
   if (st == Status::kUnsupported) {
-    scatter_fallback(self, dim, index, req, out);
+    scatter_fallback(self, dim, index, req, out, Fallback::kCoreDeclined);
   } else if (st != Status::kOk) {
     backend.raise(req.op, st, err);
   }

@@ -87,7 +87,8 @@ def _stats():
 def _delta(a, b):
     if a is None or b is None:
         return None
-    return {op: {k: v - a[op].get(k, 0) for k, v in b[op].items()} for op in b}
+    return {op: {k: v - a[op].get(k, 0) for k, v in b[op].items() if isinstance(v, int)}
+            for op in b}
 
 
 def _native():

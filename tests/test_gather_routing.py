@@ -151,7 +151,7 @@ def test_noncontig_counters(sw, device, seed):
         torch.gather(x2, 1, idx_e)
     assert _gather_stats(sw)["noncontig_index"] == 3
     sw.reset_stats()
-    assert all(v == 0 for v in _gather_stats(sw).values()), _gather_stats(sw)
+    assert all(v in (0, {}) for v in _gather_stats(sw).values()), _gather_stats(sw)
 
 
 @pytest.mark.parametrize("device", DEVICES)

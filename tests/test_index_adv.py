@@ -116,7 +116,8 @@ def stats_problems(sw, op, device, least=1, fallback_ok=False, want=(), fallback
 def atens_by_design(name, args, kwargs) -> bool:
     """The calls the adapter leaves to ATen by design (adapter/index_adv.cpp, counted as
     'fallback'): no index tensor at all (only None / 0-dim masks), more than 4 index terms, and
-    index_put_ of one CPU value through a mask without accumulate (ATen's masked_fill_)."""
+    on CUDA index_put_ of one CPU value through a mask without accumulate (ATen's masked_fill_,
+    which needs no nonzero(); the CPU runs it on the core)."""
     if name not in ("index", "index_put"):
         return False
     terms = 0
@@ -130,7 +131,8 @@ def atens_by_design(name, args, kwargs) -> bool:
         acc = args[3] if len(args) > 3 else kwargs.get("accumulate", False)
         mask = any(t is not None and t.dtype in (torch.bool, torch.uint8) for t in args[1])
         # ATen's canDispatchToMaskedFill: one value, on the CPU (a CUDA 0-dim value is not one)
-        return bool(mask and not acc and args[2].numel() == 1 and args[2].device.type == "cpu")
+        return bool(mask and not acc and args[2].numel() == 1 and args[2].device.type == "cpu"
+                    and args[0].device.type != "cpu")
     return False
 
 

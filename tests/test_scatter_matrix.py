@@ -123,7 +123,12 @@ def summed_stats(stats_dir: Path) -> dict:
         for op, counters in json.loads(f.read_text()).items():
             t = total.setdefault(op, {})
             for k, v in counters.items():
-                t[k] = t.get(k, 0) + v
+                if isinstance(v, dict):  # fallback_reasons: summed per rule
+                    sub = t.setdefault(k, {})
+                    for r, n in v.items():
+                        sub[r] = sub.get(r, 0) + n
+                else:
+                    t[k] = t.get(k, 0) + v
     return total
 
 

@@ -33,6 +33,11 @@ template <typename F>
 struct alignas(2 * sizeof(F)) Cx {  // c10::complex's layout and alignment
   F re, im;
 };
+// The same storage, multiplied with the fused formula (scatter.h's ComplexProduct::kFma).
+template <typename F>
+struct alignas(2 * sizeof(F)) CxFma {
+  F re, im;
+};
 
 template <typename To, typename From>
 SW_HOST_DEVICE SW_INLINE To bits_as(const From& f) {

@@ -6,6 +6,7 @@
 // come here: they move bytes per element size.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <type_traits>
@@ -19,6 +20,7 @@ namespace scatter_arith {
 using elem::BF16;
 using elem::Bool;
 using elem::Cx;
+using elem::CxFma;
 using elem::F16;
 
 // Storage type -> accumulation type.
@@ -147,24 +149,99 @@ struct Ops {
   }
 };
 
+// Complex arithmetic (A = Cx<F> or CxFma<F>): c10::complex's formulas, never max/min
+// (scatter_supports). The product (scatter.h's ComplexProduct): a is the value already there,
+// b the incoming one, as ATen's `*self_data *= *src_data`. kPlain rounds every product: on the
+// device through the _rn intrinsics, which nvcc never contracts into an FMA (its default
+// --fmad=true would, in a way of its choosing); on the host each product is its own statement
+// (-ffp-contract=on contracts only within one). kFma is the fused formula, explicit on both.
 template <typename F>
-struct Ops<Cx<F>> {  // c10::complex's plain formulas; never max/min (scatter_supports)
+SW_HOST_DEVICE SW_INLINE F mul_rn(F a, F b) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (std::is_same<F, float>::value)
+    return __fmul_rn(a, b);
+  else
+    return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+template <typename F>
+SW_HOST_DEVICE SW_INLINE F add_rn(F a, F b) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (std::is_same<F, float>::value)
+    return __fadd_rn(a, b);
+  else
+    return __dadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+template <typename F>
+SW_HOST_DEVICE SW_INLINE F fma_rn(F a, F b, F c) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (std::is_same<F, float>::value)
+    return __fmaf_rn(a, b, c);
+  else
+    return __fma_rn(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
+}
+
+template <typename A, typename F, bool kFused>
+struct CxOps {
   static constexpr bool kOrdered = false;
-  using A = Cx<F>;
   SW_HOST_DEVICE static SW_INLINE A add(A a, A b) { return A{a.re + b.re, a.im + b.im}; }
   SW_HOST_DEVICE static SW_INLINE A mul(A a, A b) {
-    return A{a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re};
+    if constexpr (kFused) {
+      return A{fma_rn(a.re, b.re, -mul_rn(a.im, b.im)), fma_rn(a.re, b.im, mul_rn(a.im, b.re))};
+    } else {
+      const F ac = mul_rn(a.re, b.re);
+      const F bd = mul_rn(a.im, b.im);
+      const F ad = mul_rn(a.re, b.im);
+      const F bc = mul_rn(a.im, b.re);
+      return A{add_rn(ac, -bd), add_rn(ad, bc)};
+    }
   }
   SW_HOST_DEVICE static SW_INLINE A max(A a, A) { return a; }  // never used
   SW_HOST_DEVICE static SW_INLINE A min(A a, A) { return a; }  // never used
   SW_HOST_DEVICE static SW_INLINE A identity(Combine c) {
     return A{F(c == Combine::kMul ? 1 : 0), F(0)};
   }
+  // ATen's mean: div_(count) with count n + 0i, in c10::complex's division (rat = 0 / n,
+  // scl = 1 / (n + 0 * rat)): ((re + im * rat) * scl, (im - re * rat) * scl). Not re / n: the
+  // reciprocal rounds first, and a zero times an infinite or NaN part is NaN (n = 1 too).
   SW_HOST_DEVICE static SW_INLINE A mean(A s, int64_t n) {
-    const F d = static_cast<F>(n);
-    return A{s.re / d, s.im / d};
+    const F c = static_cast<F>(n);
+    const F rat = F(0) / c;
+    const F scl = F(1) / add_rn(c, mul_rn(F(0), rat));
+    return A{mul_rn(add_rn(s.re, mul_rn(s.im, rat)), scl),
+             mul_rn(add_rn(s.im, -mul_rn(s.re, rat)), scl)};
   }
 };
+template <typename F>
+struct Ops<Cx<F>> : CxOps<Cx<F>, F, false> {};
+template <typename F>
+struct Ops<CxFma<F>> : CxOps<CxFma<F>, F, true> {};
+
+// The storage type a multiply of T runs on: CxFma<F> for a complex T with the fused product.
+template <typename T>
+struct FusedOf {
+  using type = T;
+};
+template <typename F>
+struct FusedOf<Cx<F>> {
+  using type = CxFma<F>;
+};
+
+// Whether T is complex (either product).
+template <typename T>
+struct IsCx : std::false_type {};
+template <typename F>
+struct IsCx<Cx<F>> : std::true_type {};
+template <typename F>
+struct IsCx<CxFma<F>> : std::true_type {};
 
 // How src's values enter a combine: as they are, or scaled by the op's alpha
 // (ScatterArgs::has_alpha, index_add's) in the accumulation type, alpha * src.

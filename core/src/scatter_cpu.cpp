@@ -180,12 +180,19 @@ void scratch_lines_range(void* ctx, int64_t begin, int64_t end) {
       const Acc s = scale(Cv::load(load<T>(sp)));
       if (count[v]++ == 0) {
         touched.push_back(v);
-        // Without self, a sum starts from ATen's identity +0 (so -0 alone gives +0, as there).
-        acc[v] = with_self ? combine(C, Cv::load(load<T>(l.out + v * g.out_b)), s)
-                 : (C == Combine::kAdd || C == Combine::kMean) ? Ops<Acc>::add(Acc{}, s)
-                                                               : s;
+        // Without self, from ATen's identity combined with the first value (so -0 alone sums
+        // to +0, and a complex product starts as (1 + 0i) * s, as there).
+        acc[v] = combine(
+            C, with_self ? Cv::load(load<T>(l.out + v * g.out_b)) : Ops<Acc>::identity(C), s);
       } else {
         acc[v] = combine(C, acc[v], s);
+      }
+    }
+    if constexpr (IsCx<T>::value && C == Combine::kMean) {  // ATen's division of the rest
+      for (int64_t v = 0; v < j.plan->out_dim_size; ++v) {
+        if (count[v] != 0) continue;
+        char* o = l.out + v * g.out_b;
+        store(o, Ops<T>::mean(load<T>(o), 1));
       }
     }
     for (const int64_t v : touched) {
@@ -222,7 +229,10 @@ RangeFn pick_scatter(const ScatterArgs& a) {
         fn = pick_accumulate<T, Combine::kAdd>(a);
         break;
       case Combine::kMul:
-        fn = pick_accumulate<T, Combine::kMul>(a);
+        if (a.cx_product == ComplexProduct::kFma && IsCx<T>::value)
+          fn = pick_accumulate<typename FusedOf<T>::type, Combine::kMul>(a);
+        else
+          fn = pick_accumulate<T, Combine::kMul>(a);
         break;
       case Combine::kMean:
         if constexpr (!std::is_same_v<T, Bool>) fn = pick_accumulate<T, Combine::kMean>(a);
@@ -241,6 +251,60 @@ RangeFn pick_scatter(const ScatterArgs& a) {
     return Status::kOk;
   });
   return fn;
+}
+
+// ---- complex mean: out beyond the lines -----------------------------------------------------
+
+// ATen's complex mean divides every position of out by its count as a complex number, those no
+// index value reaches by 1 + 0i. The lines divide their own; these are the rest of out.
+struct UnitMean {
+  LoopPlan<1> plan;
+  char* base;
+};
+
+template <typename T>
+void unit_mean_range(void* ctx, int64_t begin, int64_t end) {
+  const UnitMean& u = *static_cast<const UnitMean*>(ctx);
+  const int64_t unit[1] = {int64_t(sizeof(T))};
+  char* const ptr[1] = {u.base};
+  const Walk<1> w(u.plan, unit, ptr);
+  w.rows(begin, end, [&](char* const* p, int64_t, int64_t n) {
+    char* o = p[0];
+    for (int64_t i = 0; i < n; ++i, o += w.b[0][0]) store(o, Ops<T>::mean(load<T>(o), 1));
+    return true;
+  });
+}
+
+// Out outside the lines: for each dim d but dim, the slab of out beyond the index's extent on d
+// (the dims before it narrowed to the index's extent, so slabs do not meet); all of out when
+// there is no line.
+template <typename T>
+void unit_mean_beyond_lines(const ScatterArgs& a, const ScatterPlan& plan, const CpuExecutor& ex) {
+  const StridedView& o = a.out;
+  const int r = o.rank;
+  int64_t sizes[kMaxRank];
+  for (int d = 0; d < r; ++d) sizes[d] = o.sizes[d];
+  const int64_t* strides[1] = {o.strides};
+  const auto run = [&](char* base) {
+    UnitMean u{plan_loop<1>(r, sizes, strides), base};
+    if (u.plan.numel > 0) ex.parallel_for(ex.self, u.plan.numel, kGrain, &unit_mean_range<T>, &u);
+  };
+  char* const base = static_cast<char*>(o.data);
+  if (plan.lines.numel == 0 || plan.line_len == 0) return run(base);
+  for (int d = 0; d < r; ++d) {
+    const int64_t lo = a.index.sizes[d];
+    if (d == a.dim || lo >= o.sizes[d]) continue;
+    sizes[d] = o.sizes[d] - lo;
+    run(base + lo * o.strides[d] * int64_t(sizeof(T)));
+    sizes[d] = lo;
+  }
+}
+
+void complex_mean_rest(const ScatterArgs& a, const ScatterPlan& plan, const CpuExecutor& ex) {
+  if (a.out.dtype == DType::kComplex64)
+    unit_mean_beyond_lines<Cx<float>>(a, plan, ex);
+  else
+    unit_mean_beyond_lines<Cx<double>>(a, plan, ex);
 }
 
 }  // namespace
@@ -311,6 +375,8 @@ Status scatter_cpu(const ScatterArgs& args, const ScatterPlan& plan, const CpuEx
       ex.parallel_for(ex.self, plan.lines.numel, grain, scatter_fn, &job);
     }
   }
+  const bool cx = args.out.dtype == DType::kComplex64 || args.out.dtype == DType::kComplex128;
+  if (cx && args.desc.combine == Combine::kMean) complex_mean_rest(args, plan, ex);
   if (err) *err = ErrorDetail{};
   return Status::kOk;
 }

@@ -64,15 +64,18 @@ void segment_acc_targets(const Job& j, int64_t begin, int64_t end) {
   std::vector<Acc> acc(lines);
   for (int64_t v = begin; v < end; ++v) {
     const int64_t b = s.start[v], e = s.start[v + 1];
-    if (b == e) continue;
     char* op = out + v * out_b;
+    if (b == e) {
+      if constexpr (IsCx<T>::value && C == Combine::kMean) {  // ATen divides it by 1 + 0i
+        for (size_t l = 0; l < lines; ++l) store(op + oo(l), Ops<T>::mean(load<T>(op + oo(l)), 1));
+      }
+      continue;
+    }
     const char* sp = src + s.order[b] * src_b;
     for (size_t l = 0; l < lines; ++l) {
       const Acc x = scale(Cv::load(load<T>(sp + so(l))));
-      // As the line walk: self first when included; else a sum starts from ATen's +0.
-      acc[l] = with_self ? combine(C, Cv::load(load<T>(op + oo(l))), x)
-               : (C == Combine::kAdd || C == Combine::kMean) ? Ops<Acc>::add(Acc{}, x)
-                                                             : x;
+      // As the line walk: self first when included; else ATen's identity.
+      acc[l] = combine(C, with_self ? Cv::load(load<T>(op + oo(l))) : Ops<Acc>::identity(C), x);
     }
     for (int64_t k = b + 1; k < e; ++k) {
       sp = src + s.order[k] * src_b;
@@ -156,7 +159,10 @@ RangeFn pick_segment_kernel(const ScatterArgs& a) {
         fn = &segment_acc_range<T, Combine::kAdd>;
         break;
       case Combine::kMul:
-        fn = &segment_acc_range<T, Combine::kMul>;
+        if (a.cx_product == ComplexProduct::kFma && IsCx<T>::value)
+          fn = &segment_acc_range<typename FusedOf<T>::type, Combine::kMul>;
+        else
+          fn = &segment_acc_range<T, Combine::kMul>;
         break;
       case Combine::kMean:
         if constexpr (!std::is_same_v<T, Bool>) fn = &segment_acc_range<T, Combine::kMean>;

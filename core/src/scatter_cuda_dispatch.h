@@ -420,6 +420,15 @@ Status run_scatter(const ScatterArgs& args, const ScatterPlan& plan, void* works
            dtype_name(args.out.dtype);
     return Status::kUnsupported;
   }
+  const bool cx = args.out.dtype == DType::kComplex64 || args.out.dtype == DType::kComplex128;
+  if (cx && args.cx_product == ComplexProduct::kFma && args.desc.combine == Combine::kMul) {
+    *why = std::string(fn) + "the fused complex product is CPU only (scatter.h)";
+    return Status::kUnsupported;
+  }
+  if (cx && args.desc.combine == Combine::kMean) {
+    *why = std::string(fn) + "complex mean is CPU only (scatter.h)";
+    return Status::kUnsupported;
+  }
   // Copies move units that divide every base address (misaligned data: smaller units).
   uint64_t bits = addr(args.out.data) | addr(args.self.data) | static_cast<uint64_t>(esize);
   if (!args.has_value) bits |= addr(args.src.data);

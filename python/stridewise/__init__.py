@@ -125,13 +125,15 @@ def stats() -> dict:
     """Per-op counters: {op: {'calls': n, 'cpu': n, 'cuda': n, 'noncontig_index': n,
     'noncontig_self': n, 'noncontig_out': n, 'expanded_index': n, 'copies': 0,
     'vectorized': n, 'int64_offsets': n, 'errors': n, 'noncontig_src': n, 'expanded_src': n,
-    'deterministic': n, 'fallback': n}} for op in supported_ops(). Counts torch.ops.stridewise
-    calls and routed aten:: calls alike. 'copies' is always 0: stridewise never copies an
-    operand (one exception: index_put on CUDA with a CPU 0-dim value, moved over as ATen moves
-    it). 'fallback' counts calls handed to ATen's own kernel (a dtype / reduction the core does
-    not run, e.g. uint16 or bool mean; for advanced indexing also more than 4 index tensors,
-    an index on another device, x[mask] = scalar (ATen's masked_fill_): ATen's result or
-    error)."""
+    'deterministic': n, 'fallback': n, 'fallback_reasons': {rule: n}}} for op in
+    supported_ops(). Counts torch.ops.stridewise calls and routed aten:: calls alike. 'copies'
+    is always 0: stridewise never copies an operand (one exception: index_put on CUDA with a CPU
+    0-dim value, moved over as ATen moves it). 'fallback' counts calls handed to ATen's own
+    kernel (ATen's result or error: a dtype ATen refuses, e.g. uint16 scatter_add or bool mean;
+    an index on another device; more than 4 index tensors ...); 'fallback_reasons' splits that
+    total by rule name (only rules that fired), e.g. {'dtype_rejected': 2}. docs/fallbacks.md
+    lists the rules per op, which of them ATen forces, and how often each fired in PyTorch's
+    own test files."""
     return json.loads(_ops._stats())
 
 

@@ -13,10 +13,15 @@
 //    out overlaps neither index nor src; no two out positions share memory.
 //  - Any strides (including 0) on index, src and self; no operand is ever copied.
 // Combine and include_self (indexed_op.h) follow ATen's scatter_reduce: include_self=false
-// makes a written position start from the first src value it receives instead of out's; mean
+// makes a written position start from the combine's identity (0, 1, -inf, +inf) combined with
+// the first src value it receives, instead of from out's (as ATen fills the identity); mean
 // divides by the number of values combined (self counts when included), with floor division
-// for integer types. Integer add/multiply wrap like ATen's. Floating accumulation of
-// float16/bfloat16 is carried in float32 and rounded once (ATen rounds at every step).
+// for integer types; complex mean is ATen's: every position of out divided by its count as a
+// complex number (c10::complex's division by n + 0i), the positions no index value reaches by
+// 1 + 0i (which turns -0 into +0, and an infinite or NaN part makes the other part NaN). CUDA
+// refuses complex mean (kUnsupported: those positions are not visited there). Integer
+// add/multiply wrap like ATen's. Floating accumulation of float16/bfloat16 is carried in
+// float32 and rounded once (ATen rounds at every step).
 // Bad index values (v < 0 or v >= self.sizes[dim]) are never used to address memory, and a
 // call that meets one writes nothing at all: out (and so an in-place self) keeps every bit.
 //  - CPU: every index value is checked before anything is written; returns kIndexOutOfRange
@@ -43,6 +48,16 @@
 
 namespace stridewise {
 
+// How a complex product rounds, a the value already there (out, or the running accumulator),
+// b the incoming one (multiply combines; index_add's alpha * src is always kPlain):
+//  - kPlain: re = a.re*b.re - a.im*b.im, im = a.re*b.im + a.im*b.re, every product and the
+//    sum rounded (c10::complex's formula, compiled without contraction);
+//  - kFma: re = fma(a.re, b.re, -(a.im*b.im)), im = fma(a.re, b.im, a.im*b.re) (the same
+//    formula as a compiler contracts it into fused multiply-adds: ATen's CPU kernels for
+//    complex128 built for AVX2/AVX512 compute this; the adapter asks ATen which one it has).
+// CUDA computes kPlain only (kUnsupported for kFma: ATen's CUDA kernels have no complex product).
+enum class ComplexProduct : uint8_t { kPlain, kFma };
+
 struct ScatterArgs {
   StridedView out;
   StridedView self;  // out's starting values; may be out itself (in place)
@@ -57,6 +72,7 @@ struct ScatterArgs {
   int64_t dim = 0;  // already wrapped into [0, rank) (0 for rank 0)
   IndexedOpDesc desc = scatter_desc(OpCode::kScatter, Combine::kCopy);
   bool deterministic = false;  // CUDA: combine duplicates in index order (see above)
+  ComplexProduct cx_product = ComplexProduct::kPlain;  // see above
 };
 
 // Operand order in the scatter plans.

@@ -340,12 +340,13 @@ bool same_values(DType t, const unsigned char* g, const unsigned char* w) {
 
 ScatterCase random_scatter_case(swt::Rng& rng, const ScatterCaseOpts& opts) {
   ScatterCase c;
-  const DType dt = opts.random_dtype ? kScatterTypes[swt::rand_int(rng, 0, 11)] : opts.dtype;
+  DType dt;
   Combine comb;
   do {
+    dt = opts.random_dtype ? kScatterTypes[swt::rand_int(rng, 0, 11)] : opts.dtype;
     comb = opts.combine >= 0 ? static_cast<Combine>(opts.combine)
                              : static_cast<Combine>(swt::rand_int(rng, 0, 5));
-  } while (!stridewise::scatter_supports(dt, comb) && opts.combine < 0);
+  } while (!cuda_runs(dt, comb) && (opts.combine < 0 || opts.random_dtype));
   const bool incl = opts.include_self >= 0 ? opts.include_self != 0 : swt::coin(rng, 0.5);
   const stridewise::OpCode op = comb == Combine::kCopy  ? stridewise::OpCode::kScatter
                                 : comb == Combine::kAdd ? stridewise::OpCode::kScatterAdd

@@ -24,6 +24,12 @@ namespace cs = stridewise::cuda_scatter;
 // The dtypes with scatter arithmetic (scatter_supports), in a fixed order.
 extern const stridewise::DType kScatterTypes[12];
 
+// What the CUDA path runs: scatter_supports, but complex mean (CPU only, scatter.h).
+inline bool cuda_runs(stridewise::DType t, stridewise::Combine c) {
+  const bool cx = t == stridewise::DType::kComplex64 || t == stridewise::DType::kComplex128;
+  return stridewise::scatter_supports(t, c) && !(cx && c == stridewise::Combine::kMean);
+}
+
 struct ScatterCase {
   swt::TestTensor out, self, index, src;  // in place: `self` is unused (self = out's view)
   bool in_place = false;
