@@ -25,7 +25,7 @@
 #           FG_ARGS, FG_LIMIT; the audit's test files' CUDA cases)
 #           benchindex (the dim-indexed ops' benchmark, bench/bench_index.py, BENCH_INDEX_ARGS)
 #           benchindexvar (bench_index with each k-index CUDA path forced: INDEX_K_PATHS,
-#           BENCHINDEXVAR_ARGS)
+#           BENCHINDEXVAR_ARGS); ncuindex (Nsight Compute on the index_fill kernels: NCU_INDEX_ARGS)
 #           benchadv (advanced indexing, take, put: bench/bench_adv.py, BENCH_ADV_ARGS; FlagGems in
 #           the same run when the carried .whl holds it, see the wheels phase)
 #           buildlib hostbench benchvar benchscattervar ncu ncuscatter   (not in the default
@@ -74,7 +74,7 @@ declare -A runs  # benchmark runs so far in this invocation, per benchmark
 
 note() { echo "$*" | tee -a "$SUMMARY"; }
 # The phases that run Python: each first checks the package's declared dependencies.
-PY_PHASES=" dumpe2e auditdev bench benchscatter bench2 benchscatter2 benchindex benchindexvar benchadv demo diag pytest sanitize racecheck audit altbuild triage hostbench benchvar benchscattervar ncu ncuscatter pytestaudit auditfg auditfgall "
+PY_PHASES=" dumpe2e auditdev bench benchscatter bench2 benchscatter2 benchindex benchindexvar benchadv ncuindex demo diag pytest sanitize racecheck audit altbuild triage hostbench benchvar benchscattervar ncu ncuscatter pytestaudit auditfg auditfgall "
 pack() {  # logs + summary to $OUT after every phase: a call cut off still returns them
   cp -f "$SUMMARY" "$OUT"/ 2>/dev/null
   cp -f "$LOG"/ncu_gather.md "$LOG"/audit_fg.txt "$LOG"/audit_fg.json "$LOG"/audit_fg_all.txt \
@@ -303,6 +303,13 @@ phase_benchadv() {  # index.Tensor / index_put_ / take / put vs ATen and FlagGem
   OUT=$LOG/benchadv "$PY" bench/bench_adv.py ${BENCH_ADV_ARGS:-}
 }
 
+phase_ncuindex() {  # Nsight Compute: ATen's index_fill kernel beside our sorted fills
+  ncu --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis \
+    --launch-count "${NCU_INDEX_LAUNCHES:-6}" -k 'regex:fill' \
+    "$PY" bench/bench_index.py --quick --reps 1 --flaggems off \
+    ${NCU_INDEX_ARGS:---cases fill_cols --dtypes float32}
+}
+
 phase_ncu() {  # Nsight Compute counters, ATen's kernel beside ours (and forced variants)
   "$PY" bench/ncu_gather.py --md "$LOG/ncu_gather.md" ${NCU_ARGS:-}
 }
@@ -473,7 +480,7 @@ phase_benchinstalled() {  # the gather benchmark on the installed package; write
 # The phases run under `timeout` in a child bash, which sees them (and their settings) exported.
 export ROOT PY LOG CUDA_TESTS PYTEST_ARGS=${PYTEST_ARGS:-}
 export -f phase_dumpe2e phase_auditdev san_passes san_last_line phase_bench phase_install phase_pytestinstalled phase_benchinstalled phase_wheels phase_auditfg phase_auditfgall phase_pytestaudit phase_toolchain phase_build phase_buildlib phase_altbuild phase_sanitize phase_racecheck phase_audit phase_ncuscatter phase_pytest \
-  phase_hostbench phase_benchvar phase_benchscattervar phase_benchindex phase_benchindexvar phase_benchadv phase_ncu
+  phase_hostbench phase_benchvar phase_benchscattervar phase_benchindex phase_benchindexvar phase_benchadv phase_ncu phase_ncuindex
 
 note "date: $(date -u +%FT%TZ)"
 note "gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
@@ -544,6 +551,7 @@ for phase in $PHASES; do
     benchindexvar) run_phase benchindexvar 600 bash -c phase_benchindexvar ;;
     benchadv) run_phase benchadv 1200 bash -c phase_benchadv ;;
     ncu) run_phase ncu 500 bash -c phase_ncu ;;
+    ncuindex) run_phase ncuindex 400 bash -c phase_ncuindex ;;
     ncuscatter) run_phase ncuscatter 300 bash -c phase_ncuscatter ;;
     *) note "$(printf '%-10s unknown phase' "$phase")"; failed=1 ;;
   esac

@@ -313,3 +313,21 @@ def test_stats_count_the_fallback_only_where_aten_refuses(sw):
         torch.ones(3, 4).index_fill_(1, torch.tensor([0]), 1)
     st = sw.stats()["index_fill"]
     assert st["calls"] == 2 and st["fallback"] == 1 and st["cpu"] == 2, st
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("keys", [64, 1000, 5000])
+def test_sorted_fill_paths_match_native(sw, device, keys, seed):
+    """The column shape on each CUDA path by its key count (index elements): up to 4096 the
+    block-sorted fill, past it CUB's sorted fill (index_k_cuda_sorted.h), for a contiguous self
+    and a transposed one filled along its outer dim; duplicates and negatives in the index."""
+    g = torch.Generator().manual_seed(seed)
+    base = specs.random_values([24, 8192], torch.bfloat16, g).to(device)
+    idx = torch.randint(-8192, 8192, (keys,), generator=g).to(device)
+    for self_, dim in ((base, 1), (base.t(), 0)):
+        nat = self_.clone().index_fill_(dim, idx, 2.5)
+        with sw.use(include=OP):
+            ours = self_.clone().index_fill_(dim, idx, 2.5)
+        assert torch.equal(bits(ours), bits(nat)), (keys, dim)
+    st = sw.stats()["index_fill"]
+    assert st[device] == 2 and st["fallback"] == 0, st
