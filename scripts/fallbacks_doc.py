@@ -38,7 +38,8 @@ RULES = {
                        "kernel raises or runs it"),
     "dtype_rejected": ("yes", "kept",
                        "ATen's kernel raises NotImplementedError for the dtype (with this "
-                       "combine, on this device): its error, word for word"),
+                       "combine, on this device): its error, word for word. index_fill: a "
+                       "dtype outside ATen's fill list (uint16/32/64, float8, bits)"),
     "dtype_moved": ("no", "CPU: removed; CUDA: kept",
                     "a dtype without arithmetic in the core, in an op that only moves bytes. "
                     "The CPU now moves every dtype ATen's CPU kernel moves "
@@ -69,8 +70,11 @@ RULES = {
                     "embedding_dense_backward with shapes ATen rejects: its error"),
     "needs_copy": ("yes", "kept",
                    "ATen's result needs a copy or a cast stridewise never makes (embedding "
-                   "out= of another dtype or overlapping; index dims that do not flatten; "
-                   "put_'s source not viewable as the index's shape)"),
+                   "out= of another dtype or overlapping; embedding_dense_backward's grad "
+                   "of another shape than the index's plus D whose leading dims do not "
+                   "flatten with the index's (ATen reads it as (numel, D)); put_'s source not "
+                   "viewable as the index's shape). An index whose dims do not flatten runs "
+                   "on the core since issue 33"),
     "rank": ("limit", "kept", "more than 64 dims (kMaxRank)"),
     "index_terms": ("limit", "kept (open)",
                     "more than 4 index tensors (kMaxIndexTerms; a mask counts its dims, a "
@@ -132,6 +136,7 @@ BY_OP += [("embedding", r) for r in ("needs_copy", "unmapped_dtype", "dtype_move
                                      "rank")]
 BY_OP += [("embedding_dense_backward", r) for r in ("shape_error", "unmapped_dtype",
                                                     "dtype_rejected", "needs_copy")]
+BY_OP += [("index_fill", r) for r in ("device_mix", "dtype_rejected", "rank", "core_declined")]
 BY_OP += [("index", r) for r in ("device_mix", "unmapped_dtype", "dtype_moved", "no_index_terms",
                                  "index_terms", "rank", "core_declined")]
 BY_OP += [("index_put", r) for r in ("device_mix", "expanded_self", "masked_fill",

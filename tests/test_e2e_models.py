@@ -47,7 +47,8 @@ def _stats():
 def _delta(a, b):
     if a is None or b is None:
         return None
-    return {k: b[k] - a.get(k, 0) for k in b}
+    # Counters only: fallback_reasons is a dict of per-rule counts, not a number.
+    return {k: b[k] - a.get(k, 0) for k in b if isinstance(b[k], int)}
 
 
 # --- (a) BERT -----------------------------------------------------------------------------
