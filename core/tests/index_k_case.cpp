@@ -153,16 +153,19 @@ IndexKCase make_index_k_case(Rng& rng, DType dt, IndexMode mode, IndexRole role,
   return c;
 }
 
-IndexKCase make_fill_case(Rng& rng, DType dt) {
+IndexKCase make_fill_case(Rng& rng, DType dt, bool rows) {
   IndexKCase c;
   LayoutOpts opts;
   opts.allow_overlap = false;  // stride-0 dims (an expanded self) stay
-  const int r = static_cast<int>(rand_int(rng, 1, 4));
+  const int r = rows ? 2 : static_cast<int>(rand_int(rng, 1, 4));
   std::vector<int64_t> ss(r);
   for (auto& x : ss) x = rand_int(rng, 1, 5);
-  c.self = make_random_tensor(rng, dt, ss, opts);
+  if (rows) ss = {rand_int(rng, 2, 5), 16};
+  c.self =
+      rows ? make_tensor(dt, ss, contiguous_strides(ss), 0) : make_random_tensor(rng, dt, ss, opts);
   fill_random_bytes(rng, c.self);
-  const int64_t d = rand_int(rng, 0, r - 1), n = ss[d], m = rand_int(rng, 0, 7);
+  const int64_t d = rows ? 0 : rand_int(rng, 0, r - 1), n = ss[d];
+  const int64_t m = rows ? rand_int(rng, 1, 7) : rand_int(rng, 0, 7);
   c.first = d;
   c.dims = {d};
   c.bshape = {m};
@@ -186,7 +189,7 @@ IndexKCase make_fill_case(Rng& rng, DType dt) {
   for (int b = 0; b < 16; ++b) a.value[b] = static_cast<unsigned char>(rand_int(rng, 1, 255));
   a.src = a.self;  // the iteration shape
   for (int d = 0; d < r; ++d) a.src.strides[d] = 0;
-  if (coin(rng, 0.5)) {  // the value as bytes (a Python scalar's)
+  if (rows || coin(rng, 0.5)) {  // the value as bytes (a Python scalar's)
     a.has_value = true;
     a.src.data = nullptr;
   } else {  // one element every position reads (a 0-dim device tensor's, never synchronized)

@@ -33,7 +33,9 @@ IndexKCase make_index_k_case(Rng& rng, DType dt, stridewise::IndexMode mode,
 // index_fill's shape of write: self (any layout, expanded ones included: the write is
 // order-free) filled with one value at a 1-D index (duplicates, wrapped negatives) along one dim;
 // the index seen with stride 0 along every other dim, self restrided with stride 0 on that dim.
-IndexKCase make_fill_case(Rng& rng, DType dt);
+// rows: self contiguous (2..5, 16), filled along dim 0 with a value given as bytes, so its
+// rows store in vector units (pick_vec replicates a value, not a tensor's one element).
+IndexKCase make_fill_case(Rng& rng, DType dt, bool rows = false);
 
 // The storage bytes self (write) or out (read) must hold afterwards.
 std::vector<unsigned char> index_k_reference(const IndexKCase& c);
