@@ -26,7 +26,7 @@ Cases (issue 21's list; T*k = 131072 rows of H = 4096 into T = 16384 for the MoE
                     preallocated out (the copy is in both sides' time)
   fill_cols         self (8192, 16384).index_fill_(1, 1024 distinct random columns, 3.0): one
                     element per 32-byte sector along a row (issue 33's case)
-  fill_cols_64      the same with 64 columns (below the sorted fill's 256 keys)
+  fill_cols_64      the same with 64 columns (few keys: a launch-bound call)
   fill_cols_t       fill_cols' call on a self stored transposed (randn(16384, 8192).t()): each
                     filled column is a contiguous run in memory
   fill_rows         self (8192, 16384).index_fill_(0, 1024 distinct random rows, 3.0)

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Plant one fault at a time and expect the tests named beside it to fail. CPU only.
+
+A list (tests/planted/*.json) holds {"about", "faults"}; each fault is
+{"name", "file", "old", "new"} plus either "tests" (a pytest selection, run against the
+adapter built in BUILD_DIR_DEV, default build-dev) or "filter" (a gtest filter of
+stridewise_cuda_tests, built in BUILD_DIR_CUDA, default build-cuda: the host emulation).
+
+    python3 scripts/plant_faults.py tests/planted/index_fill.json [name ...]
+
+The file is patched in place from its text in memory and restored from that text (never from
+git: a restore from git would drop uncommitted work), then the build is brought back. Prints
+one line per fault; exits 1 if any fault went unnoticed or a list's text no longer matches.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEV = ROOT / os.environ.get("BUILD_DIR_DEV", "build-dev")
+CUDA = ROOT / os.environ.get("BUILD_DIR_CUDA", "build-cuda")
+GTEST = CUDA / "core/tests/cuda/stridewise_cuda_tests"
+
+
+def load(path: Path) -> list[dict]:
+    faults = json.loads(path.read_text())["faults"]
+    for f in faults:
+        text = (ROOT / f["file"]).read_text()
+        if text.count(f["old"]) != 1:
+            raise SystemExit(f"{path}: {f['name']!r}: its text occurs {text.count(f['old'])} "
+                             f"times in {f['file']} (want 1)")
+        if ("tests" in f) == ("filter" in f):
+            raise SystemExit(f"{path}: {f['name']!r}: give either tests or filter")
+    return faults
+
+
+def build(fault: dict) -> tuple[bool, str]:
+    if "tests" in fault:
+        if not fault["file"].endswith((".cpp", ".h", ".cu")):
+            return True, ""
+        cmd = ["cmake", "--build", str(DEV), "-j2"]
+    else:
+        cmd = ["cmake", "--build", str(CUDA), "-j2", "--target", "stridewise_cuda_tests"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    return r.returncode == 0, (r.stdout + r.stderr)[-1500:]
+
+
+def run(fault: dict) -> tuple[bool, list[str]]:
+    if "tests" in fault:
+        env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x",
+                            *fault["tests"]], cwd=ROOT, env=env, capture_output=True, text=True,
+                           timeout=1200)
+        lines = [ln for ln in r.stdout.splitlines() if ln.startswith(("FAILED", "ERROR"))]
+    else:
+        r = subprocess.run([str(GTEST), "--gtest_filter=" + fault["filter"]],
+                           capture_output=True, text=True, timeout=600)
+        lines = [ln for ln in r.stdout.splitlines() if ln.startswith("[  FAILED  ]")]
+    return r.returncode != 0, lines[:2] or r.stdout.splitlines()[-1:]
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print(__doc__)
+        return 2
+    faults = load(Path(argv[0]))
+    if argv[1:]:
+        faults = [f for f in faults if f["name"] in argv[1:]]
+    missed = 0
+    for f in faults:
+        path = ROOT / f["file"]
+        text = path.read_text()
+        path.write_text(text.replace(f["old"], f["new"], 1))
+        try:
+            ok, log = build(f)
+            if not ok:
+                print(f"BUILD FAILED  {f['name']}\n{log}")
+                missed += 1
+                continue
+            caught, lines = run(f)
+            missed += not caught
+            print(("seen failing  " if caught else "NOT CAUGHT    ") + f["name"], lines)
+        finally:
+            path.write_text(text)
+    for kind in {"tests" if "tests" in f else "filter" for f in faults}:  # back to the sources
+        build({kind: None, "file": ".cpp"})
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
