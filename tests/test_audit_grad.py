@@ -32,6 +32,7 @@ from stridewise.audit.specs import SPECS  # noqa: E402
 
 SEED = int(os.environ.get("STRIDEWISE_SEED") or random.SystemRandom().randrange(1, 10**6)) % 10**6
 PLANTED = ROOT / "tests" / "grad_planted_backend.py"
+PKG_ROOT = ROOT / "tests" / "privateuse1"  # sw_testdev, the PrivateUse1 test device
 # the family's differentiable ops (their func variants) that the quick matrices below cover
 FAMILY = ("gather,scatter,scatter_add,scatter_reduce,index_select,index_add,index_copy,index,"
           "index_put,take,put,embedding")
@@ -126,6 +127,52 @@ def test_stridewise_has_no_backward_finding(tmp_path, sw):
     assert c.get("pass", 0) >= 100 and set(c) <= {"pass", "skip"}, why(rep)
     ran = {q for case in rep["backward"]["cases"] for q in case[4]}
     assert "aten::scatter_add" in ran, ran  # gather's backward (run by stridewise's kernel)
+
+
+def test_grad_workers_are_never_forked_after_a_backward_where_torch_has_a_device(tmp_path):
+    """On a GPU machine a process's first backward, even on the CPU, starts CUDA's autograd
+    thread, and a worker forked after it fails every backward (tests/test_audit_grad.py on the
+    H200, 2026-12-04: every case a bad-error, "Unable to handle autograd's threading ..."). The
+    swdev test device plays CUDA here: loaded, its autograd thread starts the same way. The
+    script checks that the hazard is real in this process (forced fork: bad-errors), then that
+    the default start method avoids it (every backward passes)."""
+    lib = PKG_ROOT / "sw_testdev" / "libsw_testdev.so"
+    if not lib.is_file():
+        msg = f"the swdev test device library {lib} is missing (cmake --build <dir> --target sw_testdev)"
+        if os.environ.get("CI") == "true" or os.environ.get("STRIDEWISE_TEST_INSTALLED") == "1":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    script = tmp_path / "fork_after_backward.py"
+    script.write_text(f"""
+import json, sys
+import torch
+import sw_testdev  # noqa: F401  (registers swdev: an autograd device thread at the first backward)
+from stridewise.audit import cli, slots
+
+def audit(*extra):
+    out = {str(tmp_path)!r} + "/r%d.json" % len(extra)
+    cli.main([*extra, "--ops", "gather,index_select", "--grad", "--variants", "func", "--matrix",
+              "quick", "--limit", "6", "--jobs", "1", "--json", out, "--no-repros",
+              "--no-progress", "-q", "--seed", "{SEED}"])
+    rep = json.load(open(out))
+    return rep["backward"]["counts"], [f["detail"] for f in rep["failures"]]
+
+if __name__ == "__main__":
+    slots._accelerator_initialized = lambda: False  # as CUDA before its first use
+    x = torch.randn(3, requires_grad=True)
+    (x * 2).sum().backward()  # an earlier test's backward, or the oracle's
+    print("FORK", json.dumps(audit("--start-method", "fork")))
+    print("AUTO", json.dumps(audit()))
+""")
+    env = dict(os.environ, SW_TESTDEV_LIB=str(lib), PYTHONPATH=os.pathsep.join(
+        [str(PKG_ROOT), str(PYDIR)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])))
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                       env=env, cwd=str(tmp_path))
+    got = {ln[:4]: json.loads(ln[5:]) for ln in r.stdout.splitlines() if ln[:4] in ("FORK", "AUTO")}
+    assert r.returncode == 0 and set(got) == {"FORK", "AUTO"}, r.stdout[-2000:] + r.stderr[-3000:]
+    (fork_counts, fork_fails), (auto_counts, auto_fails) = got["FORK"], got["AUTO"]
+    assert fork_counts.get("bad-error") and "autograd's threading" in fork_fails[0], got["FORK"]
+    assert auto_counts.get("pass", 0) >= 5 and set(auto_counts) <= {"pass", "skip"}, got["AUTO"]
 
 
 # --------------------------------------------------------------------------------------------

@@ -66,7 +66,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from conftest import DEVICES, fail_msg
+from conftest import BASE_SEED, DEVICES, fail_msg
 from stridewise.testing import accuracy, specs
 
 # Deterministic cuBLAS for the use_deterministic_algorithms(True) runs on CUDA.
@@ -511,12 +511,14 @@ def test_torch_geometric_version_is_pinned():
 
 # --- the checks above are seen failing on a planted fault -------------------------------------
 
-def _planted_scatter_add_(fault):
+def _planted_scatter_add_(fault, seen):
     """A broken aten::scatter_add_ in Python on advanced indexing (index_put_, never scatter):
     drop_last  the last position along dim is never added
-    no_accum   duplicate targets overwrite instead of adding (scatter instead of scatter_add)"""
+    no_accum   duplicate targets overwrite instead of adding (scatter instead of scatter_add)
+    ``seen`` gets one (index shape, dim) per call: a miss then says whether the fault ran."""
     def kernel(self, dim, index, src):
         dim = dim % max(index.dim(), 1)
+        seen.append((tuple(index.shape), dim))
         if index.numel() == 0:
             return self
         coords = list(torch.meshgrid(*[torch.arange(s, device=index.device) for s in index.shape],
@@ -538,11 +540,12 @@ def _planted_scatter_add_(fault):
 def planted_aten_scatter_add(fault):
     """Registers a broken aten::scatter_add_ CPU kernel (stridewise routing off)."""
     lib = torch.library.Library("aten", "IMPL")
+    seen: list = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        lib.impl("scatter_add_", _planted_scatter_add_(fault), "CPU")
+        lib.impl("scatter_add_", _planted_scatter_add_(fault, seen), "CPU")
     try:
-        yield
+        yield seen
     finally:
         lib._destroy()
 
@@ -554,19 +557,28 @@ def test_e2e_checks_catch_planted_scatter_add(model, fault, seed):
     CUDA) and the independent MoE reference report a broken aten::scatter_add_; the planted
     kernel is removed afterwards."""
     pytest.importorskip("torch_geometric")
-    planted = lambda: planted_aten_scatter_add(fault)  # noqa: E731
+    calls: list = []
+
+    @contextlib.contextmanager
+    def planted():
+        with planted_aten_scatter_add(fault) as seen:
+            yield
+        calls.extend(seen)
+
+    ran = lambda: f"STRIDEWISE_SEED={BASE_SEED}; the planted kernel ran {len(calls)} times: {calls[:8]}"  # noqa: E731
     if model == "moe":
         size = dict(tokens=512, hidden=32, experts=4, k=2)
         native = run_moe("cpu", torch.float32, seed, _native, size)
         bad = run_moe("cpu", torch.float32, seed, planted, size)
-        assert not torch.equal(bad["outputs"][0], bad["ref"]), "independent reference missed the fault"
+        assert not torch.equal(bad["outputs"][0], bad["ref"]), f"independent reference missed the fault; {ran()}"
     else:
         size = dict(nodes=200, edges=2000, feat=8, hidden=8)
         native = run_gnn(model, "cpu", seed, _native, size)
         bad = run_gnn(model, "cpu", seed, planted, size)
         ref = run_gnn(model, "cpu", seed, _native, size, dtype=torch.float64)
         assert not accuracy.compare_to_float64(native, native, ref), "the rule fails native itself"
-        assert accuracy.compare_to_float64(native, bad, ref), f"the float64 rule missed the planted {fault}"
-    assert compare_tol(native, bad), f"compare_tol missed the planted {fault} scatter_add_"
+        assert accuracy.compare_to_float64(native, bad, ref), f"the float64 rule missed the planted {fault}; {ran()}"
+    assert calls, ran()  # a miss below is then a weak check, not a fault that never ran
+    assert compare_tol(native, bad), f"compare_tol missed the planted {fault} scatter_add_; {ran()}"
     x, i, s = torch.zeros(3, 2), torch.zeros(4, 2, dtype=torch.long), torch.ones(4, 2)
     assert torch.equal(x.scatter_add_(0, i, s)[0], torch.full((2,), 4.0)), "planted kernel not removed"

@@ -333,6 +333,13 @@ def _arg_case(name, v: V, form, device, g):
     dt = torch.float32
     self_t = _values([4, 3, 5], dt, g, v).to(device)
     idx = specs.random_index([4, 2, 5], 3, torch.int64, g).to(device)
+    if v.combine == "copy" and v.has_src and not str(device).startswith("cpu"):
+        # which of two writers of one target wins is unspecified on CUDA (ATen's and ours), and
+        # an accepted call's result is compared bitwise: distinct targets per line there (the
+        # H200, 2026-12-04: out-empty scatter.src differed at 2 of 60, (3, 0, 1) and (3, 1, 0),
+        # where this index draws two writers per target often; that run's seed was not kept, so
+        # "each was written twice" is inferred, not seen); the CPU keeps duplicates (last wins).
+        idx = torch.rand(4, 3, 5, generator=g).argsort(dim=1)[:, :2].to(device)
     src = _values([4, 2, 5], dt, g, v).to(device) if v.has_src else None
     value = _value(v, dt)
     out = specs.poison([4, 3, 5], dt).to(device) if form == "out" else None

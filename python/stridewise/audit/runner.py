@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait as mp_wait
@@ -97,8 +98,8 @@ class CaseResult:
 
 
 from .slots import (  # noqa: F401 (AuditError and _Slot are re-exported)
-    _ASSERT_PRINTED, AuditError, _accelerator_initialized, _line, _log_since, _signal_name, _Slot,
-    _tail, _where)
+    _ASSERT_PRINTED, AuditError, _line, _log_since, _signal_name, _Slot,
+    _accelerator_built, _tail, _where, fork_safe)
 
 
 class Runner:
@@ -112,10 +113,11 @@ class Runner:
         os.makedirs(self.log_dir, exist_ok=True)
         self.device_type = cfg.device.split(":")[0]
         method = cfg.start_method
-        if method == "auto":  # a GPU worker must not be forked from a process that touched the
-            # GPU (even torch.cuda.is_available() poisons fork): use a clean forkserver then
-            fork_ok = self.device_type == "cpu" and not _accelerator_initialized()
-            method = "fork" if fork_ok else "forkserver"
+        if method == "auto":  # else a clean forkserver (slots.fork_safe says why)
+            method = "fork" if fork_safe(self.device_type, cfg.grad) else "forkserver"
+        elif method == "fork" and cfg.grad and _accelerator_built():
+            warnings.warn("--start-method fork with --grad: after any backward in this process, "
+                          "every backward in a forked worker fails (torch's autograd threads)")
         self.start_method = method
         self.ctx = mp.get_context(method)
         if method == "forkserver":

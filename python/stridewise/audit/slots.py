@@ -64,6 +64,33 @@ def _accelerator_initialized() -> bool:
     return False
 
 
+
+def _accelerator_built() -> bool:
+    """Whether this torch has a device besides the CPU (a CUDA or ROCm build, an XPU build, a
+    PrivateUse1 plug-in). Such a device's autograd thread starts at the process's first backward,
+    even a CPU one, and a process forked after that fails every backward ("Unable to handle
+    autograd's threading in combination with fork-based multiprocessing"). Initialises nothing."""
+    if torch.version.cuda or torch.version.hip:
+        return True
+    try:
+        if torch._C._get_privateuse1_backend_name() != "privateuseone":
+            return True
+    except Exception:  # noqa: BLE001
+        pass
+    xpu = getattr(torch, "xpu", None)
+    try:
+        return bool(xpu is not None and xpu._is_compiled())
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def fork_safe(device_type: str, grad: bool) -> bool:
+    """Whether workers may be forked from this process (the ``auto`` start method): never for a
+    device other than the CPU, nor once an accelerator was initialised here, nor for backward
+    cases where torch has another device (this process may have run a backward already: a test
+    session, the oracle)."""
+    return device_type == "cpu" and not _accelerator_initialized() and not (grad and _accelerator_built())
+
 # what a device prints when a kernel assertion fires (CUDA/HIP: "file.cu:L: kernel: block: [..],
 # thread: [..] Assertion `cond` failed."); glibc's assert ("`x' failed") aborts the process anyway
 _ASSERT_PRINTED = re.compile(r"Assertion `[^`\n]*` failed|device-side assert")
