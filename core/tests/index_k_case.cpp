@@ -326,6 +326,13 @@ IndexKCase mean_case(DType dt, int64_t n, const std::vector<float>& src,
   return c;
 }
 
+std::vector<DirectedMean> directed_means() {
+  return {
+      {DType::kFloat16, {2048, -3, 1, 1}, {2, 0, 2, 2}, {-3, 7, 683.5f}},
+      {DType::kFloat32, {1, 4, 1e8f, -1e8f}, {1, 0, 1, 1}, {4, 0}},
+  };
+}
+
 float mean_case_at(const IndexKCase& c, int64_t e) {
   const unsigned char* p =
       static_cast<const unsigned char*>(c.self.view.data) + e * elem_size(c.self.view.dtype);

@@ -51,6 +51,19 @@ IndexKCase mean_case(DType dt, int64_t n, const std::vector<float>& src,
 // Element e of a mean_case's self, as a float.
 float mean_case_at(const IndexKCase& c, int64_t e);
 
+// The directed means both the CPU test and the CUDA emulation check (the same values, so CPU
+// and CUDA agree bitwise on them): float16 [2048, 1, 1] onto one element sums to 2050 in
+// float32 and 683.33.. rounds to 683.5 (per-step float16 rounding, 2048 + 1 = 2048, gives
+// 682.5); float32 [1, 1e8, -1e8] is 0 in index order (1 + 1e8 rounds to 1e8), 1/3 in any
+// other. An element nobody writes keeps its value.
+struct DirectedMean {
+  DType dt;
+  std::vector<float> src;
+  std::vector<int64_t> idx;
+  std::vector<float> out;
+};
+std::vector<DirectedMean> directed_means();
+
 // Puts `value` into one random element of index tensor j; returns the limit |value| breaks.
 int64_t plant_bad_index(Rng& rng, IndexKCase& c, int j, bool high);
 

@@ -153,22 +153,9 @@ TEST(IndexKCpu, DuplicatesResolveInIndexOrder) {
 }
 
 // A mean sums in the accumulation type from +0 in index order, divides once and rounds once;
-// self takes no part. float16: [2048, 1, 1] onto one element sums to 2050 in float32, and
-// 683.33.. rounds to 683.5 (per-step float16 rounding, 2048 + 1 = 2048, would give 682.5).
-// float32: [1, 1e8, -1e8] is 0 in index order (1 + 1e8 rounds to 1e8), 1/3 in any other.
-// An element nobody writes keeps its value.
+// self takes no part (the cases: directed_means in index_k_case.h).
 TEST(IndexKCpu, MeanSumsInIndexOrderInTheAccumulationTypeAndDividesOnce) {
-  struct Want {
-    DType dt;
-    std::vector<float> src;
-    std::vector<int64_t> idx;
-    std::vector<float> out;
-  };
-  const Want cases[] = {
-      {DType::kFloat16, {2048, -3, 1, 1}, {2, 0, 2, 2}, {-3, 7, 683.5f}},
-      {DType::kFloat32, {1, 4, 1e8f, -1e8f}, {1, 0, 1, 1}, {4, 0}},
-  };
-  for (const Want& w : cases) {
+  for (const DirectedMean& w : directed_means()) {
     IndexKCase c = mean_case(w.dt, static_cast<int64_t>(w.out.size()), w.src, w.idx);
     IndexKPlan plan;
     ErrorDetail err;

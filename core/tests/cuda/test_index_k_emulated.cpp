@@ -465,17 +465,7 @@ TEST(IndexKEmulated, SortedRowsMoveInVectorUnits) {
 // The directed means of the CPU test (test_index_k_cpu.cpp), through the sorted path's walk:
 // the same values, so CPU and CUDA agree bitwise on them.
 TEST(IndexKEmulated, MeanSumsInIndexOrderInTheAccumulationTypeAndDividesOnce) {
-  struct Want {
-    DType dt;
-    std::vector<float> src;
-    std::vector<int64_t> idx;
-    std::vector<float> out;
-  };
-  const Want cases[] = {
-      {DType::kFloat16, {2048, -3, 1, 1}, {2, 0, 2, 2}, {-3, 7, 683.5f}},
-      {DType::kFloat32, {1, 4, 1e8f, -1e8f}, {1, 0, 1, 1}, {4, 0}},
-  };
-  for (const Want& w : cases) {
+  for (const DirectedMean& w : directed_means()) {
     IndexKCase c = mean_case(w.dt, static_cast<int64_t>(w.out.size()), w.src, w.idx);
     IndexKPlan plan;
     ErrorDetail err;
