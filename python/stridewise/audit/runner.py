@@ -26,7 +26,6 @@ import sys
 import tempfile
 import time
 import traceback
-import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait as mp_wait
@@ -99,7 +98,7 @@ class CaseResult:
 
 from .slots import (  # noqa: F401 (AuditError and _Slot are re-exported)
     _ASSERT_PRINTED, AuditError, _line, _log_since, _signal_name, _Slot,
-    _accelerator_built, _tail, _where, fork_safe)
+    _tail, _where, start_method)
 
 
 class Runner:
@@ -112,13 +111,7 @@ class Runner:
         self.log_dir = cfg.log_dir or tempfile.mkdtemp(prefix="stridewise-audit-")
         os.makedirs(self.log_dir, exist_ok=True)
         self.device_type = cfg.device.split(":")[0]
-        method = cfg.start_method
-        if method == "auto":  # else a clean forkserver (slots.fork_safe says why)
-            method = "fork" if fork_safe(self.device_type, cfg.grad) else "forkserver"
-        elif method == "fork" and cfg.grad and _accelerator_built():
-            warnings.warn("--start-method fork with --grad: after any backward in this process, "
-                          "every backward in a forked worker fails (torch's autograd threads)")
-        self.start_method = method
+        self.start_method = method = start_method(cfg.start_method, self.device_type, cfg.grad)
         self.ctx = mp.get_context(method)
         if method == "forkserver":
             self.ctx.set_forkserver_preload(["torch", "stridewise.audit.worker"])

@@ -9,6 +9,7 @@ import os
 import re
 import signal
 import time
+import warnings
 from collections import deque
 from typing import Optional
 
@@ -90,6 +91,18 @@ def fork_safe(device_type: str, grad: bool) -> bool:
     cases where torch has another device (this process may have run a backward already: a test
     session, the oracle)."""
     return device_type == "cpu" and not _accelerator_initialized() and not (grad and _accelerator_built())
+
+
+def start_method(asked: str, device_type: str, grad: bool) -> str:
+    """The workers' start method for ``--start-method asked``: ``auto`` forks where fork_safe
+    allows, else a clean forkserver; an explicit fork with backward cases warns where it may
+    fail every backward."""
+    if asked == "auto":
+        return "fork" if fork_safe(device_type, grad) else "forkserver"
+    if asked == "fork" and grad and _accelerator_built():
+        warnings.warn("--start-method fork with --grad: after any backward in this process, "
+                      "every backward in a forked worker fails (torch's autograd threads)")
+    return asked
 
 # what a device prints when a kernel assertion fires (CUDA/HIP: "file.cu:L: kernel: block: [..],
 # thread: [..] Assertion `cond` failed."); glibc's assert ("`x' failed") aborts the process anyway
