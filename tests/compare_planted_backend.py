@@ -150,13 +150,39 @@ def _first_tensor(out):
     return None
 
 
+def _numbers_as_tensors(args, tensor_at):
+    """A Python kernel receives a wrapped number (C++'s ``tensor * 2``, ATen's deterministic
+    CUDA index_add's ``source * alpha``) as a Python number, which the boxed call refuses for a
+    Tensor argument ("Expected a value of type 'Tensor' for argument 'other' but instead found
+    type 'int'": aten::mul on the H200, 2026-12-04). Turned back into a 0-dim CPU tensor of the
+    dtype a wrapped number promotes as (int64, the default float or complex dtype, bool); it
+    differs from a wrapped number only against a 0-dim operand of a narrower floating type."""
+    if not any(i < len(args) and isinstance(args[i], (bool, int, float, complex)) for i in tensor_at):
+        return args
+    out = list(args)
+    for i in tensor_at:
+        v = out[i] if i < len(out) else None
+        if isinstance(v, bool):
+            out[i] = torch.tensor(v)
+        elif isinstance(v, int):
+            out[i] = torch.tensor(v, dtype=torch.int64)
+        elif isinstance(v, float):
+            out[i] = torch.tensor(v, dtype=torch.get_default_dtype())
+        elif isinstance(v, complex):
+            out[i] = torch.tensor(v, dtype=torch.complex64 if torch.get_default_dtype() == torch.float32
+                                  else torch.complex128)
+    return tuple(out)
+
+
 def _make_kernel(bug: PlantedBug, overload: torch._ops.OpOverload, original):
     """A boxed kernel (called with the dispatch keyset first): runs ``original(keyset, ...)``
     and, on the chosen call, changes one element of its output."""
     target = bug.op
 
+    tensor_at = [i for i, a in enumerate(overload._schema.arguments) if str(a.type) == "Tensor"]
+
     def kernel(keyset, *args, **kwargs):
-        out = original(keyset, *args, **kwargs)
+        out = original(keyset, *_numbers_as_tensors(args, tensor_at), **kwargs)
         caller = _caller_op(sys._getframe(1))
         if caller is not None and caller != target:
             with bug.lock:

@@ -216,6 +216,25 @@ def test_changed_element_by_dtype(dtype):
         assert int(new) == int(old) + 1
 
 
+@pytest.mark.parametrize("key", ["BackendSelect", "backend"])
+@pytest.mark.parametrize("number,dtype", [(3, torch.float32), (0.5, torch.float16), (2, torch.int32),
+                                          (0.5, torch.int64), (True, torch.bool), (2j, torch.float32)])
+def test_a_wrapped_number_reaches_the_op(key, number, dtype):
+    """C++'s ``tensor * 3`` hands mul.Tensor a wrapped number, which reaches a Python kernel as
+    a Python number (on the H200 ATen's deterministic index_add does that on CUDA, and every
+    planted aten::mul failed). Python's ``*`` does the same on the CPU: the planted call must
+    return native's result, dtype included, with the one element changed."""
+    from compare_planted_backend import planted_bug
+
+    x = (torch.arange(12).reshape(3, 4) % 5).to(dtype)
+    want = x * number
+    with planted_bug("aten::mul", "forward", 0, key=key) as bug:
+        got = x * number
+    assert bug.hits == 1 and got.dtype == want.dtype, (bug.changed, got.dtype, want.dtype)
+    differ = (got != want).reshape(-1).nonzero().reshape(-1).tolist()
+    assert differ == [6], differ
+
+
 @pytest.mark.parametrize("op,phase", [("aten::index_select", "forward"), ("aten::embedding_dense_backward", "backward"),
                                       ("aten::gather", "forward")])
 def test_dump_records_it_and_sw_compare_names_it(op, phase, tmp_path, seed, exe, sw):
