@@ -183,7 +183,11 @@ def test_device_audit_finds_the_two_seeded_bugs(tmp_path, dev_env):
     # bug (a): gather reads its index as contiguous memory. Headed by the layout diagnosis:
     # wrong values for a strided index, poison (out of range) read past an expanded one
     g = harm_of(rep, "gather")
-    assert g["wrong"]["predicate"] in ("idx.noncontig", "layout:idx=transpose"), (g["wrong"], why)
+    # the diagnosis may narrow it further where every failing case shares more (seed 9509119:
+    # "idx.noncontig&kind=rand": every failing case of that run had random index values)
+    pred = g["wrong"]["predicate"].split("&")
+    assert pred[0] in ("idx.noncontig", "layout:idx=transpose") and all(
+        p.startswith("kind=") for p in pred[1:]), (g["wrong"], why)
     assert "the index is read as contiguous memory" in g["wrong"]["why"], why
     spurious = [x for x in g["spurious-error"]["groups"] if x["predicate"] == "idx.stride0"]
     assert spurious and "out of bounds" in spurious[0]["message"], (g["spurious-error"], why)

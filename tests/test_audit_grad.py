@@ -73,7 +73,9 @@ def test_planted_backward_overwrite_is_found_only_with_grad(tmp_path):
     rc, rep, _ = audit(tmp_path, "--ops", "gather", "--limit", "60", "--backend", backend)
     assert rc == 0 and rep["summary"]["failed"] == 0, why(rep)  # the forward is native's
     assert "backward" not in rep
-    rc, rep, repro = audit(tmp_path, "--ops", "gather", "--limit", "60", "--backend", backend, "--grad")
+    # --known: the planted backend runs ATen's CPU kernels underneath, with their known bugs
+    rc, rep, repro = audit(tmp_path, "--ops", "gather", "--limit", "60", "--backend", backend, "--grad",
+                           "--known")
     assert rc == 1 and rep["summary"]["exit_status"] == 1, why(rep)
     g = backward_group(rep, "gather")
     assert g is not None and g["cases"] == rep["summary"]["failed"], why(rep)
@@ -97,7 +99,7 @@ def test_planted_backward_overwrite_is_found_only_with_grad(tmp_path):
 
 
 def test_upstream_gradient_read_as_contiguous_is_diagnosed_by_its_layout(tmp_path):
-    rc, rep, _ = audit(tmp_path, "--ops", "gather", "--limit", "60", "--no-repros", "--grad",
+    rc, rep, _ = audit(tmp_path, "--ops", "gather", "--limit", "60", "--no-repros", "--grad", "--known",
                        "--backend", f"{PLANTED}:enable(upstream_contig)")
     assert rc == 1 and backward_group(rep, "gather") is not None, why(rep)
     d = rep["ops"]["gather"]["diagnosis"][0]
@@ -115,8 +117,8 @@ def test_upstream_gradient_read_as_contiguous_is_diagnosed_by_its_layout(tmp_pat
 def test_native_aten_has_no_backward_finding(tmp_path):
     rc, rep, _ = audit(tmp_path, "--ops", FAMILY, "--limit", "40", "--no-repros", "--grad")
     assert rc == 0 and rep["summary"]["failed"] == 0, why(rep)
-    c = rep["backward"]["counts"]
-    assert c.get("pass", 0) >= 100 and set(c) <= {"pass", "skip"}, why(rep)
+    c = rep["backward"]["counts"]  # known: ATen's own bugs (known.py), e.g. its CPU scatter fast path
+    assert c.get("pass", 0) >= 100 and set(c) <= {"pass", "skip", "known"}, why(rep)
 
 
 def test_stridewise_has_no_backward_finding(tmp_path, sw):

@@ -40,7 +40,11 @@ def outcome(fn):
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
             r = fn()
-        return ("ok", r, [str(x.message).split(" (Triggered")[0] for x in w])
+        # ATen warns "ComplexHalf support is experimental" once per process, at the first
+        # complex32 tensor it allocates: in whichever call comes first (native's, on the H200,
+        # 2026-12-06), so it says nothing about the op
+        return ("ok", r, [m for m in (str(x.message).split(" (Triggered")[0] for x in w)
+                          if not m.startswith("ComplexHalf support is experimental")])
     except Exception as e:  # noqa: BLE001 - compared as (type, message)
         return (type(e).__name__, str(e).split("\n")[0], [])
 

@@ -36,7 +36,7 @@ from typing import Optional
 import torch
 
 from . import gen
-from .oracle import _UNSUPPORTED, Verdict, clone_layout, data_names, quiet_native, run_call
+from .oracle import _UNSUPPORTED, Verdict, _map, clone_layout, data_names, quiet_native, run_call
 from .specs.base import bits_eq
 
 UPSTREAM_LAYOUTS = ("contiguous", "noncontig", "expand")
@@ -241,10 +241,17 @@ def _backward(spec, built, names, leaves_of, g, seen=None):
 
 
 def reference(spec, built, expected, tol) -> GradRef:
-    """Native CPU's backward of the case (whose forward gave ``expected``) in the case's own
-    layouts, with the float64 backward, the term counts and magnitudes for the rule."""
+    """Native CPU's backward of the case (whose forward gave ``expected``) on contiguous copies
+    of its operands and of the upstream gradient (as the forward oracle's R2), with the float64
+    backward, the term counts and magnitudes for the rule. Not in the case's own layouts:
+    native's CPU kernels are not layout-proof either (ATen's scatter_add through an index
+    expanded at rank 10, gather's backward, writes elements outside the index's extent: found
+    by the audit on 2026-12-06, tests/test_audit_grad.py), and the reference must not inherit
+    such a bug as the truth."""
     with quiet_native():
-        return _reference(spec, built, expected, tol)
+        flat = gen.Built(built.case, {k: _map(v, lambda x: x.contiguous().clone())
+                                      for k, v in built.tensors.items()}, built.scalars, None)
+        return _reference(spec, flat, expected, tol)
 
 
 def _reference(spec, built, expected, tol) -> GradRef:
@@ -252,7 +259,7 @@ def _reference(spec, built, expected, tol) -> GradRef:
     names = leaf_names(spec, built.tensors)
     shape = list(expected.shape)
     gr = GradRef(upstream=upstream_layout(case, shape))
-    up = upstream(case, shape, expected.dtype)
+    up = upstream(case, shape, expected.dtype).contiguous()
     try:
         gr.grads = _backward(spec, built, names, clone_layout, lambda out: up, gr.ops)
     except Exception as e:  # noqa: BLE001 - native's backward raises: the candidate may too

@@ -205,11 +205,11 @@ class Runner:
     def _match_known(self, res: CaseResult, built):
         """A failing verdict that a known upstream issue explains becomes status known."""
         v = res.verdict
-        if (v.reason or "").startswith("backward"):  # known issues are about forwards
-            return
         k = known.match(res.case.op, self.device_type, built, v.reason, res.exc)
         if k is not None:
             res.known = k.name
+            if res.grad and (v.reason or "").startswith("backward"):
+                res.grad["status"] = "known"  # the backward tallies say so too
             res.verdict = oracle.Verdict("known", v.reason, f"known issue {k.name}: {v.detail}",
                                          v.mismatch)
 
