@@ -154,24 +154,15 @@ def _numbers_as_tensors(args, tensor_at):
     """A Python kernel receives a wrapped number (C++'s ``tensor * 2``, ATen's deterministic
     CUDA index_add's ``source * alpha``) as a Python number, which the boxed call refuses for a
     Tensor argument ("Expected a value of type 'Tensor' for argument 'other' but instead found
-    type 'int'": aten::mul on the H200, 2026-12-04). Turned back into a 0-dim CPU tensor of the
-    dtype a wrapped number promotes as (int64, the default float or complex dtype, bool); it
-    differs from a wrapped number only against a 0-dim operand of a narrower floating type."""
-    if not any(i < len(args) and isinstance(args[i], (bool, int, float, complex)) for i in tensor_at):
+    type 'int'": aten::mul on the H200, 2026-12-04). Turned back into a 0-dim CPU tensor:
+    ``torch.tensor(v)`` takes the dtype a wrapped number promotes as (bool, int64, the default
+    float or complex dtype); it differs from a wrapped number only against a 0-dim operand of a
+    narrower floating type."""
+    numbers = (bool, int, float, complex)
+    if not any(i < len(args) and isinstance(args[i], numbers) for i in tensor_at):
         return args
-    out = list(args)
-    for i in tensor_at:
-        v = out[i] if i < len(out) else None
-        if isinstance(v, bool):
-            out[i] = torch.tensor(v)
-        elif isinstance(v, int):
-            out[i] = torch.tensor(v, dtype=torch.int64)
-        elif isinstance(v, float):
-            out[i] = torch.tensor(v, dtype=torch.get_default_dtype())
-        elif isinstance(v, complex):
-            out[i] = torch.tensor(v, dtype=torch.complex64 if torch.get_default_dtype() == torch.float32
-                                  else torch.complex128)
-    return tuple(out)
+    return tuple(torch.tensor(a) if i in tensor_at and isinstance(a, numbers) else a
+                 for i, a in enumerate(args))
 
 
 def _make_kernel(bug: PlantedBug, overload: torch._ops.OpOverload, original):

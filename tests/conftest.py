@@ -186,5 +186,22 @@ def cuda_check_mode(sw):
     sw.set_cuda_check_mode(before)
 
 
+# swdev, the PrivateUse1 test device (tests/privateuse1): its library, built with the C++ tests.
+SWDEV_LIB = Path(os.environ.get("SW_TESTDEV_LIB")
+                 or ROOT / "tests" / "privateuse1" / "sw_testdev" / "libsw_testdev.so")
+
+
+def require_swdev() -> Path:
+    """SWDEV_LIB, or the test stops: FAILED under CI=true or against the installed package
+    (./run.sh test builds it there), skipped elsewhere."""
+    if not SWDEV_LIB.is_file():
+        msg = (f"the swdev test device library {SWDEV_LIB} is missing (built with SW_BUILD_TESTS=ON: "
+               f"./run.sh test, or cmake --build <build dir> --target sw_testdev)")
+        if os.environ.get("CI") == "true" or INSTALLED:
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return SWDEV_LIB
+
+
 def fail_msg(problems) -> str:
     return f"STRIDEWISE_SEED={BASE_SEED}\n" + "\n".join(problems)

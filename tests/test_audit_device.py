@@ -22,7 +22,7 @@ import types
 import pytest
 import torch
 
-from conftest import INSTALLED, PYDIR, ROOT  # noqa: E402
+from conftest import PYDIR, ROOT, require_swdev  # noqa: E402
 
 from stridewise import schemas  # noqa: E402
 from stridewise.audit import cli, guard, worker  # noqa: E402
@@ -126,8 +126,6 @@ def test_device_errors_are_classified_by_type(monkeypatch):
 # --device swdev`, the device loaded by torch's autoload from its entry point (no --import).
 
 DEV_ROOT = ROOT / "tests" / "privateuse1"
-DEV_LIB = DEV_ROOT / "sw_testdev" / "libsw_testdev.so"
-MUST_EXIST = os.environ.get("CI") == "true" or INSTALLED
 SEED = int(os.environ.get("STRIDEWISE_SEED") or 0) or int.from_bytes(os.urandom(3), "little")
 SEEDED = ("gather", "scatter_add", "index_select")  # the two buggy kernels and a correct one
 
@@ -135,11 +133,7 @@ SEEDED = ("gather", "scatter_add", "index_select")  # the two buggy kernels and 
 @pytest.fixture(scope="module")
 def dev_env(tmp_path_factory):
     """The environment of a process that gets swdev from a plain ``import torch``."""
-    if not DEV_LIB.is_file():
-        msg = f"the swdev test device {DEV_LIB} is not built (SW_BUILD_TESTS=ON builds it)"
-        if MUST_EXIST:
-            pytest.fail(msg)
-        pytest.skip(msg)
+    require_swdev()
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("_swdev_autoload",

@@ -24,7 +24,7 @@ import sys
 import pytest
 import torch
 
-from conftest import PYDIR, ROOT  # noqa: E402  (the installed package or python/)
+from conftest import PYDIR, ROOT, require_swdev  # noqa: E402  (the installed package or python/)
 from stridewise import schemas  # noqa: E402
 from stridewise.audit import cli, gen, grad, oracle, worker  # noqa: E402
 from stridewise.audit.caseid import make_case  # noqa: E402
@@ -138,12 +138,7 @@ def test_grad_workers_are_never_forked_after_a_backward_where_torch_has_a_device
     swdev test device plays CUDA here: loaded, its autograd thread starts the same way. The
     script checks that the hazard is real in this process (forced fork: bad-errors), then that
     the default start method avoids it (every backward passes)."""
-    lib = PKG_ROOT / "sw_testdev" / "libsw_testdev.so"
-    if not lib.is_file():
-        msg = f"the swdev test device library {lib} is missing (cmake --build <dir> --target sw_testdev)"
-        if os.environ.get("CI") == "true" or os.environ.get("STRIDEWISE_TEST_INSTALLED") == "1":
-            pytest.fail(msg)
-        pytest.skip(msg)
+    lib = require_swdev()
     script = tmp_path / "fork_after_backward.py"
     script.write_text(f"""
 import json, sys
@@ -172,9 +167,12 @@ if __name__ == "__main__":
                        env=env, cwd=str(tmp_path))
     got = {ln[:4]: json.loads(ln[5:]) for ln in r.stdout.splitlines() if ln[:4] in ("FORK", "AUTO")}
     assert r.returncode == 0 and set(got) == {"FORK", "AUTO"}, r.stdout[-2000:] + r.stderr[-3000:]
-    (fork_counts, fork_fails), (auto_counts, auto_fails) = got["FORK"], got["AUTO"]
+    (fork_counts, fork_fails), (auto_counts, _) = got["FORK"], got["AUTO"]
     assert fork_counts.get("bad-error") and "autograd's threading" in fork_fails[0], got["FORK"]
-    assert auto_counts.get("pass", 0) >= 5 and set(auto_counts) <= {"pass", "skip"}, got["AUTO"]
+    # the same seed and cases: every backward that failed forked passes (how many the seed draws
+    # varies, so the count is the forked run's, not a number)
+    ran = fork_counts.get("bad-error", 0) + fork_counts.get("pass", 0)
+    assert auto_counts.get("pass", 0) == ran > 0 and set(auto_counts) <= {"pass", "skip"}, got
 
 
 # --------------------------------------------------------------------------------------------

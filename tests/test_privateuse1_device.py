@@ -456,28 +456,18 @@ if __name__ == "__main__" and len(sys.argv) == 5 and sys.argv[1] == "--worker":
 # forkserver child): under pytest-xdist the two tests can run on both cores.
 # ---------------------------------------------------------------------------------------------
 
-import pytest  # noqa: E402
-
-from conftest import BASE_SEED, PYDIR  # noqa: E402
+from conftest import BASE_SEED, PYDIR, SWDEV_LIB, require_swdev  # noqa: E402
 from stridewise.testing import specs  # noqa: E402
-
-LIB = Path(os.environ.get("SW_TESTDEV_LIB") or PKG_ROOT / "sw_testdev" / "libsw_testdev.so")
-MUST_EXIST = os.environ.get("CI") == "true" or os.environ.get("STRIDEWISE_TEST_INSTALLED") == "1"
 
 
 def run_checks(names) -> None:
     """Runs the named checks in a fresh worker process; fails with every failed check."""
-    if not LIB.is_file():
-        msg = (f"the swdev test device library {LIB} is missing (built with SW_BUILD_TESTS=ON: "
-               f"./run.sh test, or cmake --build <build dir> --target sw_testdev)")
-        if MUST_EXIST:
-            pytest.fail(msg)
-        pytest.skip(msg)
+    require_swdev()
     seed = specs.case_seed(BASE_SEED, "test_privateuse1_device")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(PKG_ROOT)] + (
         [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    env["SW_TESTDEV_LIB"] = str(LIB)
+    env["SW_TESTDEV_LIB"] = str(SWDEV_LIB)
     env.pop("SW_TESTDEV_BUGS", None)
     layouts = PYDIR / "stridewise" / "testing" / "layouts.py"
     p = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--worker", str(seed),
@@ -507,13 +497,12 @@ def test_swdev_autoload_plain_import_torch(tmp_path):
     ``import torch`` alone; this process stays untouched."""
     import importlib.util
 
-    if not LIB.is_file():
-        run_checks([])  # skips or fails with the reason
+    require_swdev()
     spec = importlib.util.spec_from_file_location("_sw_testdev_autoload",
                                                   PKG_ROOT / "sw_testdev_autoload.py")
     autoload = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(autoload)
-    env = autoload.autoload_env(tmp_path / "dist", {**os.environ, "SW_TESTDEV_LIB": str(LIB)})
+    env = autoload.autoload_env(tmp_path / "dist", {**os.environ, "SW_TESTDEV_LIB": str(SWDEV_LIB)})
     assert (tmp_path / "dist" / "sw_testdev-0.1.dist-info" / "entry_points.txt").is_file()
     p = subprocess.run([sys.executable, "-c", AUTOLOAD_CHILD], env=env, capture_output=True,
                        text=True, timeout=120, cwd=str(tmp_path))

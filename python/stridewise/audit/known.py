@@ -57,7 +57,6 @@ def _expanded_index_fastpath(built) -> bool:
     return any(self_.size(d) != idx.size(d) for d in range(1, idx.dim()))
 
 
-
 def _gather_backward_fastpath(built) -> bool:
     """gather's backward is ``zeros(self.shape).scatter_add_(dim, idx, grad)`` (grad shaped as
     the index): the fast path above with self's shape and the index's. Found by the audit with
@@ -71,6 +70,7 @@ def _gather_backward_fastpath(built) -> bool:
     as_scatter = type(built)(dataclasses.replace(built.case, variant="func"),
                              {"idx": idx, "src": idx, "self": self_}, built.scalars, None)
     return _expanded_index_fastpath(as_scatter)
+
 
 # ATen CUDA index_select / index_add / index_reduce (aten/src/ATen/native/cuda/Indexing.cu): when
 # every tensor fits 32-bit index math, the kernels read the int64 index into the 32-bit

@@ -65,7 +65,6 @@ def _accelerator_initialized() -> bool:
     return False
 
 
-
 def _accelerator_built() -> bool:
     """Whether this torch has a device besides the CPU (a CUDA or ROCm build, an XPU build, a
     PrivateUse1 plug-in). Such a device's autograd thread starts at the process's first backward,
@@ -103,6 +102,7 @@ def start_method(asked: str, device_type: str, grad: bool) -> str:
         warnings.warn("--start-method fork with --grad: after any backward in this process, "
                       "every backward in a forked worker fails (torch's autograd threads)")
     return asked
+
 
 # what a device prints when a kernel assertion fires (CUDA/HIP: "file.cu:L: kernel: block: [..],
 # thread: [..] Assertion `cond` failed."); glibc's assert ("`x' failed") aborts the process anyway
