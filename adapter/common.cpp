@@ -1,15 +1,17 @@
 #include "common.h"
 
+#include <ATen/Context.h>
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 
 #include <cstring>
-#include <deque>
 #include <iterator>
+#include <memory>
 #include <mutex>
 #include <string>
 
+#include "entry.h"
 #include "stridewise/scatter.h"
 
 namespace stridewise::adapter {
@@ -228,42 +230,41 @@ Fallback dtype_rule(OpCode op, const at::Tensor& t, Combine c) {
 
 namespace {
 
-struct OpTable {
-  std::mutex mu;
-  std::deque<OpStats> ops;  // deque: stable addresses, no moves of the atomics
+// One entry per op table row, in table order, made once (an array: no moves of the atomics).
+struct StatsTable {
+  std::mutex mu;  // serializes the readers (stats_json, reset_stats); bumps are atomic
+  std::unique_ptr<OpStats[]> ops;
+  StatsTable() : ops(new OpStats[op_count()]) {
+    for (int i = 0; i < op_count(); ++i) ops[i].name = op_table()[i].key;
+  }
 };
 
-OpTable& op_table() {
-  static OpTable* t = new OpTable();  // leaked: kernels may run during static destruction
+StatsTable& stats_table() {
+  static StatsTable* t = new StatsTable();  // leaked: kernels may run during static destruction
   return *t;
 }
 
 }  // namespace
 
-OpStats& register_op(const char* op) {
-  OpTable& t = op_table();
-  std::lock_guard<std::mutex> lock(t.mu);
-  for (OpStats& s : t.ops)
-    if (std::strcmp(s.name, op) == 0) return s;
-  t.ops.emplace_back();
-  t.ops.back().name = op;
-  return t.ops.back();
+OpStats& op_stats(OpCode op) {
+  const int n = static_cast<int>(op);
+  TORCH_CHECK(n >= 1 && n <= op_count(), "stridewise: no op table row for op code ", n);
+  return stats_table().ops[n - 1];
 }
 
 std::vector<std::string> supported_ops() {
-  OpTable& t = op_table();
-  std::lock_guard<std::mutex> lock(t.mu);
   std::vector<std::string> out;
-  for (const OpStats& s : t.ops) out.emplace_back(s.name);
+  for (int i = 0; i < op_count(); ++i) out.emplace_back(op_table()[i].key);
   return out;
 }
 
 std::string stats_json() {
-  OpTable& t = op_table();
+  StatsTable& t = stats_table();
   std::lock_guard<std::mutex> lock(t.mu);
   std::string os = "{";
   bool first_op = true;
-  for (const OpStats& s : t.ops) {
+  for (int i = 0; i < op_count(); ++i) {
+    const OpStats& s = t.ops[i];
     os += (first_op ? "\"" : ", \"") + std::string(s.name) + "\": {";
     first_op = false;
     for (int c = 0; c < kNumCounters; ++c)
@@ -286,12 +287,23 @@ std::string stats_json() {
 }
 
 void reset_stats() {
-  OpTable& t = op_table();
+  StatsTable& t = stats_table();
   std::lock_guard<std::mutex> lock(t.mu);
-  for (OpStats& s : t.ops) {
+  for (int i = 0; i < op_count(); ++i) {
+    OpStats& s = t.ops[i];
     for (auto& c : s.counters) c.store(0, std::memory_order_relaxed);
     for (auto& c : s.fallbacks) c.store(0, std::memory_order_relaxed);
   }
+}
+
+bool deterministic_call(OpStats& stats) {
+  const bool on = at::globalContext().deterministicAlgorithms();
+  if (on) stats.bump(kDeterministic);
+  return on;
+}
+
+void check_plan(OpCode op, const at::Tensor& self, Status st, const ErrorDetail& err) {
+  if (st != Status::kOk) throw_status(op_name(op), self.is_cuda() ? "cuda" : "cpu", st, err);
 }
 
 // ---- overrides and hooks ----------------------------------------------------------------------

@@ -139,10 +139,9 @@ struct OpStats {
 void count_layouts(OpStats& s, const at::Tensor& self, const at::Tensor& index,
                    const at::Tensor* src, const at::Tensor& out, bool int64_offsets);
 
-// Returns the (process-lifetime) stats entry for `op`, creating it on first use. An op is
-// "supported" (listed by supported_ops(), accepted by enable()) once it registered here; op
-// files do so from a namespace-scope initializer, so the list is complete after loading.
-OpStats& register_op(const char* op);
+// The (process-lifetime) stats entry of `op`, named by its op table key (ops.def). Every op of
+// the table has one from the start; supported_ops() lists the keys in table order.
+OpStats& op_stats(OpCode op);
 std::vector<std::string> supported_ops();
 std::string stats_json();
 void reset_stats();
@@ -180,7 +179,7 @@ struct AtenImpl final : Structured {
 
 // How one op installs its kernels for one dispatch key into a torch::Library(IMPL, "aten", key).
 struct OverrideSpec {
-  const char* op;
+  OpCode op;  // enable() names it by its op table key
   c10::DispatchKey key;
   void (*install)(torch::Library& lib);
   const char* file;

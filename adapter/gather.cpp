@@ -12,21 +12,17 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/gather.h>
 #include <ATen/ops/gather_backward.h>
+#include <ATen/ops/gather_native.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/csrc/autograd/variable.h>
 #include <torch/library.h>
 
+#include "backends.h"
+
 namespace stridewise::adapter {
 
-OpStats& gather_stats() {
-  static OpStats& s = register_op("gather");
-  return s;
-}
-
 namespace {
-// Registers "gather" as a supported op when the library is loaded.
-[[maybe_unused]] const OpStats& kGatherRegistered = gather_stats();
 
 // out='s dtype and device checks: what ATen's structured out= wrapper (resize_out) does.
 void check_out_dtype_device(const at::Tensor& self, const at::Tensor& out) {
@@ -45,7 +41,7 @@ void check_out_overlap(const at::Tensor& self, const at::Tensor& index, const at
 
 }  // namespace
 
-bool gather_prepare(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out,
+Prep gather_prepare(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out,
                     bool out_given, GatherCall* call) {
   const int64_t wrapped = at::maybe_wrap_dim(dim, self.dim());
 
@@ -58,7 +54,7 @@ bool gather_prepare(const at::Tensor& self, int64_t dim, const at::Tensor& index
   }
 
   at::native::scatter_gather_dtype_check("gather", self, index, std::nullopt);
-  if (index.numel() == 0) return false;
+  if (index.numel() == 0) return Prep::kDone;
   at::native::gather_shape_check(self, wrapped, index);
 
   GatherArgs& a = call->args;
@@ -74,38 +70,22 @@ bool gather_prepare(const at::Tensor& self, int64_t dim, const at::Tensor& index
 
   ErrorDetail err;
   const Status st = plan_gather(a, &call->plan, &err);
-  if (st != Status::kOk) throw_status("gather", self.is_cuda() ? "cuda" : "cpu", st, err);
+  check_plan(OpCode::kGather, self, st, err);
 
-  OpStats& s = gather_stats();
+  OpStats& s = op_stats(OpCode::kGather);
   count_layouts(s, self, index, nullptr, out, !call->plan.loop.fits_int32);
   if (call->plan.vec > 1) s.bump(kVectorized);
-  return true;
+  return Prep::kRun;
+}
+
+void gather_aten(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad,
+                 at::Tensor& out) {
+  AtenImpl<at::native::structured_gather_out>(out).impl(self, dim, index, sparse_grad, out);
 }
 
 namespace {
 
-void run_cpu(const GatherCall& call) {
-  ErrorDetail err;
-  const Status st = gather_cpu(call.args, call.plan, torch_cpu_executor(), &err);
-  if (st != Status::kOk) throw_status("gather", "cpu", st, err);
-}
-
-at::Tensor& cpu_gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
-                           bool /*sparse_grad*/, at::Tensor& out) {
-  CallScope scope(gather_stats(), kCpu);
-  GatherCall call;
-  if (gather_prepare(self, dim, index, out, /*out_given=*/true, &call)) run_cpu(call);
-  return out;
-}
-
-at::Tensor cpu_gather(const at::Tensor& self, int64_t dim, const at::Tensor& index,
-                      bool /*sparse_grad*/) {
-  CallScope scope(gather_stats(), kCpu);
-  at::Tensor out;
-  GatherCall call;
-  if (gather_prepare(self, dim, index, out, /*out_given=*/false, &call)) run_cpu(call);
-  return out;
-}
+using CpuGather = GatherOverloads<CpuBackend>;
 
 // Meta kernels (shape inference for FakeTensor, torch.compile, torch.export). Contract, checked
 // by torch.library.opcheck (tests/test_custom_op.py): same checks in the same order as the real
@@ -197,20 +177,15 @@ at::Tensor& autograd_gather_out(const at::Tensor& self, int64_t dim, const at::T
   return out;
 }
 
-void install_cpu_override(torch::Library& m) {
-  m.impl("gather", TORCH_FN(cpu_gather));
-  m.impl("gather.out", TORCH_FN(cpu_gather_out));
-}
-
-[[maybe_unused]] const int kCpuOverride =
-    add_override({"gather", c10::DispatchKey::CPU, &install_cpu_override, __FILE__, __LINE__});
+[[maybe_unused]] const int kCpuRegistered =
+    CpuGather::register_all(c10::DispatchKey::CPU, __FILE__);
 
 }  // namespace
 }  // namespace stridewise::adapter
 
 TORCH_LIBRARY_IMPL(stridewise, CPU, m) {
-  m.impl("gather", TORCH_FN(stridewise::adapter::cpu_gather));
-  m.impl("gather.out", TORCH_FN(stridewise::adapter::cpu_gather_out));
+  m.impl("gather", TORCH_FN(stridewise::adapter::CpuGather::gather));
+  m.impl("gather.out", TORCH_FN(stridewise::adapter::CpuGather::gather_out));
 }
 
 TORCH_LIBRARY_IMPL(stridewise, Meta, m) {

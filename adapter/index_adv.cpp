@@ -43,37 +43,16 @@
 
 namespace stridewise::adapter {
 
-OpStats& adv_stats(OpCode op) {
-  static OpStats& index = register_op("index");
-  static OpStats& index_put = register_op("index_put");
-  static OpStats& take = register_op("take");
-  static OpStats& put = register_op("put");
-  static OpStats& index_fill = register_op("index_fill");
-  switch (op) {
-    case OpCode::kIndexFill:
-      return index_fill;
-    case OpCode::kIndexPut:
-      return index_put;
-    case OpCode::kTake:
-      return take;
-    case OpCode::kPut:
-      return put;
-    default:
-      return index;
-  }
-}
-
-AdvPrep make_index_k_plan(IndexKCall* call, OpStats& stats, const at::Tensor& self) {
+Prep make_index_k_plan(IndexKCall* call, OpStats& stats, const at::Tensor& self) {
   ErrorDetail err;
   const Status st = plan_index_k(call->args, &call->plan, &err);
   if (st == Status::kUnsupported) {
     stats.fall_back(Fallback::kCoreDeclined);
-    return AdvPrep::kFallback;
+    return Prep::kFallback;
   }
-  if (st != Status::kOk)
-    throw_status(op_name(call->args.desc.op), self.is_cuda() ? "cuda" : "cpu", st, err);
+  check_plan(call->args.desc.op, self, st, err);
   if (call->plan.vec > 1) stats.bump(kVectorized);
-  return AdvPrep::kRun;
+  return Prep::kRun;
 }
 
 bool adv_same_device(const at::Tensor& self, const OptTensors* indices,
@@ -89,9 +68,6 @@ bool adv_same_device(const at::Tensor& self, const OptTensors* indices,
 }
 
 namespace {
-
-// Registers the four ops as supported when the library is loaded.
-[[maybe_unused]] const OpStats& kAdvRegistered = adv_stats(OpCode::kIndex);
 
 // Whether the core runs op on t's dtype with combine c (common.h's dtype_rule), and why not.
 bool dtype_ok(OpCode op, const at::Tensor& t, Combine c, Fallback* why) {
@@ -120,9 +96,9 @@ void resize_like_iter(at::Tensor& out, at::IntArrayRef sizes, const std::vector<
 
 }  // namespace
 
-AdvPrep prepare_index(const at::Tensor& self, const OptTensors& indices, at::Tensor& out,
-                      bool out_given, IndexKCall* call) {
-  OpStats& stats = adv_stats(OpCode::kIndex);
+Prep prepare_index(const at::Tensor& self, const OptTensors& indices, at::Tensor& out,
+                   bool out_given, IndexKCall* call) {
+  OpStats& stats = op_stats(OpCode::kIndex);
   too_many(self, indices.size());
   const int k = count_terms(indices);
   Fallback why = Fallback::kNumFallbacks;
@@ -132,7 +108,7 @@ AdvPrep prepare_index(const at::Tensor& self, const OptTensors& indices, at::Ten
                     : k < 1                        ? Fallback::kNoIndexTerms
                     : k > kMaxIndexTerms           ? Fallback::kIndexTerms
                                                    : Fallback::kRank);
-    return AdvPrep::kFallback;
+    return Prep::kFallback;
   }
   if (out_given) {  // the structured meta's checks of a given result
     TORCH_CHECK(self.scalar_type() == out.scalar_type(), "index_out: self (", self.scalar_type(),
@@ -151,7 +127,7 @@ AdvPrep prepare_index(const at::Tensor& self, const OptTensors& indices, at::Ten
                       "index is out of bounds for dimension with size 0");
   if (sizes.size() > static_cast<size_t>(kMaxRank)) {
     stats.fall_back(Fallback::kRank);
-    return AdvPrep::kFallback;
+    return Prep::kFallback;
   }
   const std::vector<int64_t> strides = iter_out_strides(sizes, ops);
   if (out_given) {
@@ -160,29 +136,28 @@ AdvPrep prepare_index(const at::Tensor& self, const OptTensors& indices, at::Ten
     out = strides.empty() ? at::empty(sizes, self.options())
                           : at::empty_strided(sizes, strides, self.options());
   }
-  if (out.numel() == 0) return AdvPrep::kDone;
+  if (out.numel() == 0) return Prep::kDone;
   for (const at::Tensor& i : t.per_dim)
     if (i.defined()) call->keep.push_back(i);
   a.out = to_view(out, "index", "out", /*writable=*/true);
   a.desc = IndexedOpDesc{OpCode::kIndex, IndexRole::kRead, Combine::kCopy, true, /*wraps=*/true};
   promote_all(&a, false);
-  const AdvPrep p = make_index_k_plan(call, stats, self);
-  if (p == AdvPrep::kRun)
+  const Prep p = make_index_k_plan(call, stats, self);
+  if (p == Prep::kRun)
     count_layouts(stats, self, telling_index(t), nullptr, out, !call->plan.loop.fits_int32);
   return p;
 }
 
-AdvPrep prepare_index_put(const at::Tensor& self, const OptTensors& indices,
-                          const at::Tensor& values, bool accumulate, IndexKCall* call) {
-  OpStats& stats = adv_stats(OpCode::kIndexPut);
-  const bool deterministic = at::globalContext().deterministicAlgorithms();
-  if (deterministic) stats.bump(kDeterministic);
+Prep prepare_index_put(const at::Tensor& self, const OptTensors& indices, const at::Tensor& values,
+                       bool accumulate, IndexKCall* call) {
+  OpStats& stats = op_stats(OpCode::kIndexPut);
+  const bool deterministic = deterministic_call(stats);
   too_many(self, indices.size());
   const int k = count_terms(indices);
   const Combine c = accumulate ? Combine::kAdd : Combine::kCopy;
   const auto fallback = [&](Fallback why) {
     stats.fall_back(why);
-    return AdvPrep::kFallback;
+    return Prep::kFallback;
   };
   // ATen warns about an expanded self and writes it anyway: its call, its warning
   if (at::has_internal_overlap(self) == at::MemOverlap::Yes)
@@ -241,7 +216,7 @@ AdvPrep prepare_index_put(const at::Tensor& self, const OptTensors& indices,
                 " for the source.");
   }
   if (sizes.size() > static_cast<size_t>(kMaxRank)) return fallback(Fallback::kRank);
-  if (c10::multiply_integers(sizes) == 0) return AdvPrep::kDone;
+  if (c10::multiply_integers(sizes) == 0) return Prep::kDone;
 
   for (const at::Tensor& i : t.per_dim)
     if (i.defined()) call->keep.push_back(i);
@@ -266,8 +241,8 @@ AdvPrep prepare_index_put(const at::Tensor& self, const OptTensors& indices,
   a.desc = IndexedOpDesc{OpCode::kIndexPut, IndexRole::kWrite, c, true, /*wraps=*/true};
   a.deterministic = deterministic;
   promote_all(&a, true);
-  const AdvPrep p = make_index_k_plan(call, stats, self);
-  if (p == AdvPrep::kRun)
+  const Prep p = make_index_k_plan(call, stats, self);
+  if (p == Prep::kRun)
     count_layouts(stats, self, telling_index(t), &values, self, !call->plan.loop.fits_int32);
   return p;
 }
@@ -291,14 +266,14 @@ void flat_views(const at::Tensor& self, const at::Tensor& index, const char* nam
 
 }  // namespace
 
-AdvPrep prepare_take(const at::Tensor& self, const at::Tensor& index, at::Tensor& out,
-                     bool out_given, IndexKCall* call) {
-  OpStats& stats = adv_stats(OpCode::kTake);
+Prep prepare_take(const at::Tensor& self, const at::Tensor& index, at::Tensor& out, bool out_given,
+                  IndexKCall* call) {
+  OpStats& stats = op_stats(OpCode::kTake);
   Fallback why = Fallback::kNumFallbacks;
   if (!dtype_ok(OpCode::kTake, self, Combine::kCopy, &why) || index.dim() > kMaxRank ||
       self.dim() > kMaxRank) {
     stats.fall_back(why != Fallback::kNumFallbacks ? why : Fallback::kRank);
-    return AdvPrep::kFallback;
+    return Prep::kFallback;
   }
   if (!out_given) out = at::empty(index.sizes(), self.options());  // ATen's take, then take_out
   // take_out's checks, in its order and wording
@@ -316,28 +291,26 @@ AdvPrep prepare_take(const at::Tensor& self, const at::Tensor& index, at::Tensor
   resize_like_iter(out, index.sizes(),
                    iter_out_strides(index.sizes(),
                                     {iter_strides(index.sizes(), index.strides(), index.sizes())}));
-  if (index.numel() == 0) return AdvPrep::kDone;
+  if (index.numel() == 0) return Prep::kDone;
   IndexKArgs& a = call->args;
   flat_views(self, index, "take", false, &a);
   a.out = to_view(out, "take", "out", /*writable=*/true);
   a.desc = IndexedOpDesc{OpCode::kTake, IndexRole::kRead, Combine::kCopy, true, /*wraps=*/true};
   promote_all(&a, false);
-  const AdvPrep p = make_index_k_plan(call, stats, self);
-  if (p == AdvPrep::kRun)
-    count_layouts(stats, self, index, nullptr, out, !call->plan.loop.fits_int32);
+  const Prep p = make_index_k_plan(call, stats, self);
+  if (p == Prep::kRun) count_layouts(stats, self, index, nullptr, out, !call->plan.loop.fits_int32);
   return p;
 }
 
-AdvPrep prepare_put(const at::Tensor& self, const at::Tensor& index, const at::Tensor& source,
-                    bool accumulate, IndexKCall* call) {
-  OpStats& stats = adv_stats(OpCode::kPut);
-  const bool deterministic = at::globalContext().deterministicAlgorithms();
-  if (deterministic) stats.bump(kDeterministic);
+Prep prepare_put(const at::Tensor& self, const at::Tensor& index, const at::Tensor& source,
+                 bool accumulate, IndexKCall* call) {
+  OpStats& stats = op_stats(OpCode::kPut);
+  const bool deterministic = deterministic_call(stats);
   const Combine c = accumulate ? Combine::kAdd : Combine::kCopy;
   Fallback why = Fallback::kNumFallbacks;
   if (!dtype_ok(OpCode::kPut, self, c, &why) || index.dim() > kMaxRank || self.dim() > kMaxRank) {
     stats.fall_back(why != Fallback::kNumFallbacks ? why : Fallback::kRank);
-    return AdvPrep::kFallback;
+    return Prep::kFallback;
   }
   // put_'s checks, in its order and wording
   // No alert for deterministic mode where ATen raises one (put_ without accumulate, and on CUDA
@@ -356,7 +329,7 @@ AdvPrep prepare_put(const at::Tensor& self, const at::Tensor& index, const at::T
   at::assert_no_internal_overlap(self);
   at::assert_no_overlap(self, index);
   at::assert_no_overlap(self, source);
-  if (index.numel() == 0) return AdvPrep::kDone;
+  if (index.numel() == 0) return Prep::kDone;
 
   // source over the index's shape: itself, or a view of it (pairs stay in row-major order)
   at::Tensor src = source;
@@ -364,7 +337,7 @@ AdvPrep prepare_put(const at::Tensor& self, const at::Tensor& index, const at::T
     const auto st = at::detail::computeStride(source.sizes(), source.strides(), index.sizes());
     if (!st.has_value()) {
       stats.fall_back(Fallback::kNeedsCopy);
-      return AdvPrep::kFallback;
+      return Prep::kFallback;
     }
     src = source.as_strided(index.sizes(), *st, source.storage_offset());
     call->keep.push_back(src);
@@ -375,8 +348,8 @@ AdvPrep prepare_put(const at::Tensor& self, const at::Tensor& index, const at::T
   a.desc = IndexedOpDesc{OpCode::kPut, IndexRole::kWrite, c, true, /*wraps=*/true};
   a.deterministic = deterministic;
   promote_all(&a, true);
-  const AdvPrep p = make_index_k_plan(call, stats, self);
-  if (p == AdvPrep::kRun)
+  const Prep p = make_index_k_plan(call, stats, self);
+  if (p == Prep::kRun)
     count_layouts(stats, self, index, &source, self, !call->plan.loop.fits_int32);
   return p;
 }

@@ -26,11 +26,13 @@
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
 
+#include <array>
 #include <initializer_list>
 #include <optional>
 #include <vector>
 
 #include "common.h"
+#include "entry.h"
 #include "stridewise/index_k.h"
 
 namespace stridewise::adapter {
@@ -47,35 +49,24 @@ struct IndexKCall {
   std::vector<at::Tensor> keep;
 };
 
-// The stats entry of kIndex, kIndexPut, kTake, kPut or kIndexFill: "index", "index_put", "take",
-// "put", "index_fill".
-OpStats& adv_stats(OpCode op);
-
-// What a prepare_* decided.
-enum class AdvPrep : uint8_t {
-  kRun,       // the core runs `call`
-  kDone,      // complete (nothing to read or write)
-  kFallback,  // ATen's kernel runs the call (counted)
-};
-
 // index.Tensor: ATen's checks in its order and wording (the structured meta: too many indices,
 // devices, out='s dtype and overlaps; make_info's index dtypes, masks, broadcast, size-0 dims),
 // then `out`: a new tensor with the layout ATen's TensorIterator gives it, or the out= tensor
 // resized as ATen's resize_out does.
-AdvPrep prepare_index(const at::Tensor& self, const OptTensors& indices, at::Tensor& out,
-                      bool out_given, IndexKCall* call);
+Prep prepare_index(const at::Tensor& self, const OptTensors& indices, at::Tensor& out,
+                   bool out_given, IndexKCall* call);
 
 // _index_put_impl_ on `self` in place: ATen's checks in its order and wording (too many
 // indices, overlaps, make_info's, value shape and dtype); expanded self, a single value through
 // a mask (ATen's masked_fill_) and values on another device go to ATen.
-AdvPrep prepare_index_put(const at::Tensor& self, const OptTensors& indices,
-                          const at::Tensor& values, bool accumulate, IndexKCall* call);
+Prep prepare_index_put(const at::Tensor& self, const OptTensors& indices, const at::Tensor& values,
+                       bool accumulate, IndexKCall* call);
 
 // take / take.out and put_: take_out's and put_'s checks in ATen's order and wording.
-AdvPrep prepare_take(const at::Tensor& self, const at::Tensor& index, at::Tensor& out,
-                     bool out_given, IndexKCall* call);
-AdvPrep prepare_put(const at::Tensor& self, const at::Tensor& index, const at::Tensor& source,
-                    bool accumulate, IndexKCall* call);
+Prep prepare_take(const at::Tensor& self, const at::Tensor& index, at::Tensor& out, bool out_given,
+                  IndexKCall* call);
+Prep prepare_put(const at::Tensor& self, const at::Tensor& index, const at::Tensor& source,
+                 bool accumulate, IndexKCall* call);
 
 // index_fill_'s value: a Scalar, or a 0-dim tensor on self's device in self's dtype that the core
 // reads where it lies (exactly one of the two is set).
@@ -87,12 +78,12 @@ struct FillValue {
 // index_fill_ (index_fill.cpp): ATen's checks in its order and wording, then one order-free
 // write of the value along `dim` (self restrided with stride 0 on it, the index seen with
 // stride 0 along every other dim, negative values wrapped).
-AdvPrep prepare_index_fill(at::Tensor& self, int64_t dim, const at::Tensor& index,
-                           const FillValue& value, IndexKCall* call);
+Prep prepare_index_fill(at::Tensor& self, int64_t dim, const at::Tensor& index,
+                        const FillValue& value, IndexKCall* call);
 
 // Plans call->args: kRun (vectorized counted), kFallback (the core declines: kUnsupported,
 // counted), or the core's refusal raised.
-AdvPrep make_index_k_plan(IndexKCall* call, OpStats& stats, const at::Tensor& self);
+Prep make_index_k_plan(IndexKCall* call, OpStats& stats, const at::Tensor& self);
 
 // Raises a non-ok core status on the CPU with ATen's wording: IndexError "index 5 is out of
 // bounds for dimension 0 with size 5" (dimension = the index tensor's place among the indexed
@@ -105,45 +96,51 @@ AdvPrep make_index_k_plan(IndexKCall* call, OpStats& stats, const at::Tensor& se
 bool adv_same_device(const at::Tensor& self, const OptTensors* indices,
                      std::initializer_list<const at::Tensor*> others);
 
+// The fields and steps the ops below share (entry.h): the call is this backend's when self is
+// on its device type and every index and `others` on self's device (ATen's own wording for the
+// device checks these ops make); a core error raised with ATen's CPU wording.
+template <class B, class Self = const at::Tensor>
+struct AdvOp {
+  Self& self;                               // at::Tensor for the writes in place
+  const OptTensors* indices;                // null for take / put / index_fill
+  std::array<const at::Tensor*, 2> others;  // null entries skipped
+
+  bool devices(std::optional<B>& b) {
+    const c10::DeviceType want = B::kDevice == kCpu ? c10::DeviceType::CPU : c10::DeviceType::CUDA;
+    if (self.device().type() != want || !adv_same_device(self, indices, {others[0], others[1]}))
+      return false;
+    b.emplace(self);
+    return true;
+  }
+  [[noreturn]] void raise(B& b, const IndexKCall& call, Status st, const ErrorDetail& err) {
+    if constexpr (B::kDevice == kCpu) throw_adv_cpu(call.args, st, err);
+    raise_status(b, call.args.desc.op, call, st, err);
+  }
+};
+
 template <class B, class K>
 struct AdvIndexOverloads {
   using T = at::Tensor;
-
-  // Runs the core; false when it declines (kUnsupported: ATen's kernel is to run instead).
-  static bool run(B& b, OpStats& stats, const IndexKCall& call) {
-    ErrorDetail err;
-    const Status st = b.run(call, &err);
-    if (st == Status::kOk) return true;
-    if (st == Status::kUnsupported) {
-      stats.fall_back(Fallback::kCoreDeclined);
-      return false;
-    }
-    if constexpr (B::kDevice == kCpu) throw_adv_cpu(call.args, st, err);
-    b.raise(call.args.desc.op, st, err);
-  }
-
-  // Whether the call is this backend's to run: self on its device type, the rest on self's
-  // device.
-  static bool ours(const T& self, const OptTensors* indices, std::initializer_list<const T*> o) {
-    const c10::DeviceType want = B::kDevice == kCpu ? c10::DeviceType::CPU : c10::DeviceType::CUDA;
-    return self.device().type() == want && adv_same_device(self, indices, o);
-  }
+  using Op = AdvOp<B>;
+  using WriteOp = AdvOp<B, at::Tensor>;
 
   // ---- index.Tensor
-  static T& index_into(const T& self, const OptTensors& indices, T& out, bool out_given) {
-    OpStats& stats = adv_stats(OpCode::kIndex);
-    CallScope scope(stats, B::kDevice);
-    if (ours(self, &indices, {out_given ? &out : nullptr})) {
-      B b(self);
-      b.begin();
-      IndexKCall call;
-      const AdvPrep p = prepare_index(self, indices, out, out_given, &call);
-      if (p == AdvPrep::kDone || (p == AdvPrep::kRun && run(b, stats, call))) return out;
-    } else {
-      stats.fall_back(Fallback::kDeviceMix);
+  struct Index : Op {
+    T& out;
+    bool out_given;
+    Prep prepare(IndexKCall* call) {
+      return prepare_index(this->self, *this->indices, out, out_given, call);
     }
-    if (out_given) return K::index_out(out, self, indices);
-    out = K::index(self, indices);
+    void fallback() {
+      if (out_given)
+        K::index_out(out, this->self, *this->indices);
+      else
+        out = K::index(this->self, *this->indices);
+    }
+  };
+  static T& index_into(const T& self, const OptTensors& indices, T& out, bool out_given) {
+    Index op{{self, &indices, {out_given ? &out : nullptr, nullptr}}, out, out_given};
+    entry<B, IndexKCall>(OpCode::kIndex, op);
     return out;
   }
   static T index(const T& self, const OptTensors& indices) {
@@ -157,21 +154,23 @@ struct AdvIndexOverloads {
   // ---- _index_put_impl_, index_put_ and the functional / out= forms (ATen's: a clone of self
   // with its layout, put into; out= resized to the result and copied, as ATen's generated
   // out= wrappers of these composite ops do)
+  struct PutImpl : WriteOp {
+    const T& values;
+    bool accumulate, unsafe;
+    Prep prepare(IndexKCall* call) {
+      return prepare_index_put(this->self, *this->indices, values, accumulate, call);
+    }
+    void fallback() { K::index_put_(this->self, *this->indices, values, accumulate, unsafe); }
+  };
   static T& put_impl_(T& self, const OptTensors& indices, const T& values, bool accumulate,
                       bool unsafe) {
-    OpStats& stats = adv_stats(OpCode::kIndexPut);
-    CallScope scope(stats, B::kDevice);
     // values: a CPU 0-dim value for a CUDA self is moved over by prepare_index_put, as by ATen
-    if (ours(self, &indices, {values.dim() == 0 ? nullptr : &values})) {
-      B b(self);
-      b.begin();
-      IndexKCall call;
-      const AdvPrep p = prepare_index_put(self, indices, values, accumulate, &call);
-      if (p == AdvPrep::kDone || (p == AdvPrep::kRun && run(b, stats, call))) return self;
-    } else {
-      stats.fall_back(Fallback::kDeviceMix);
-    }
-    return K::index_put_(self, indices, values, accumulate, unsafe);
+    PutImpl op{{self, &indices, {values.dim() == 0 ? nullptr : &values, nullptr}},
+               values,
+               accumulate,
+               unsafe};
+    entry<B, IndexKCall>(OpCode::kIndexPut, op);
+    return self;
   }
   static T& index_put_(T& self, const OptTensors& indices, const T& values, bool accumulate) {
     return put_impl_(self, indices, values, accumulate, false);
@@ -204,20 +203,21 @@ struct AdvIndexOverloads {
   }
 
   // ---- take
-  static T& take_into(const T& self, const T& index, T& out, bool out_given) {
-    OpStats& stats = adv_stats(OpCode::kTake);
-    CallScope scope(stats, B::kDevice);
-    if (ours(self, nullptr, {&index, out_given ? &out : nullptr})) {
-      B b(self);
-      b.begin();
-      IndexKCall call;
-      const AdvPrep p = prepare_take(self, index, out, out_given, &call);
-      if (p == AdvPrep::kDone || (p == AdvPrep::kRun && run(b, stats, call))) return out;
-    } else {
-      stats.fall_back(Fallback::kDeviceMix);
+  struct Take : Op {
+    const T& index;
+    T& out;
+    bool out_given;
+    Prep prepare(IndexKCall* call) { return prepare_take(this->self, index, out, out_given, call); }
+    void fallback() {
+      if (out_given)
+        K::take_out(out, this->self, index);
+      else
+        out = K::take(this->self, index);
     }
-    if (out_given) return K::take_out(out, self, index);
-    out = K::take(self, index);
+  };
+  static T& take_into(const T& self, const T& index, T& out, bool out_given) {
+    Take op{{self, nullptr, {&index, out_given ? &out : nullptr}}, index, out, out_given};
+    entry<B, IndexKCall>(OpCode::kTake, op);
     return out;
   }
   static T take(const T& self, const T& index) {
@@ -229,19 +229,19 @@ struct AdvIndexOverloads {
   }
 
   // ---- put_, put, put.out
-  static T& put_(T& self, const T& index, const T& source, bool accumulate) {
-    OpStats& stats = adv_stats(OpCode::kPut);
-    CallScope scope(stats, B::kDevice);
-    if (ours(self, nullptr, {&index, &source})) {
-      B b(self);
-      b.begin();
-      IndexKCall call;
-      const AdvPrep p = prepare_put(self, index, source, accumulate, &call);
-      if (p == AdvPrep::kDone || (p == AdvPrep::kRun && run(b, stats, call))) return self;
-    } else {
-      stats.fall_back(Fallback::kDeviceMix);
+  struct Put : WriteOp {
+    const T& index;
+    const T& source;
+    bool accumulate;
+    Prep prepare(IndexKCall* call) {
+      return prepare_put(this->self, index, source, accumulate, call);
     }
-    return K::put_(self, index, source, accumulate);
+    void fallback() { K::put_(this->self, index, source, accumulate); }
+  };
+  static T& put_(T& self, const T& index, const T& source, bool accumulate) {
+    Put op{{self, nullptr, {&index, &source}}, index, source, accumulate};
+    entry<B, IndexKCall>(OpCode::kPut, op);
+    return self;
   }
   static T put(const T& self, const T& index, const T& source, bool accumulate) {
     T r = self.clone(at::MemoryFormat::Preserve);
@@ -254,20 +254,24 @@ struct AdvIndexOverloads {
   // ---- index_fill_ (int_Scalar, int_Tensor), and index_fill / its out= forms as ATen's
   // composites make them (a clone of self filled; out= resized to it and copied); the Dimname
   // overloads resolve the name and call these
-  static T& fill_into(T& self, int64_t dim, const T& index, const FillValue& value) {
-    OpStats& stats = adv_stats(OpCode::kIndexFill);
-    CallScope scope(stats, B::kDevice);
-    if (ours(self, nullptr, {&index, value.tensor})) {
-      B b(self);
-      b.begin();
-      IndexKCall call;
-      const AdvPrep p = prepare_index_fill(self, dim, index, value, &call);
-      if (p == AdvPrep::kDone || (p == AdvPrep::kRun && run(b, stats, call))) return self;
-    } else {
-      stats.fall_back(Fallback::kDeviceMix);
+  struct Fill : WriteOp {
+    int64_t dim;
+    const T& index;
+    const FillValue& value;
+    Prep prepare(IndexKCall* call) {
+      return prepare_index_fill(this->self, dim, index, value, call);
     }
-    if (value.tensor != nullptr) return K::index_fill_(self, dim, index, *value.tensor);
-    return K::index_fill_(self, dim, index, *value.scalar);
+    void fallback() {
+      if (value.tensor != nullptr)
+        K::index_fill_(this->self, dim, index, *value.tensor);
+      else
+        K::index_fill_(this->self, dim, index, *value.scalar);
+    }
+  };
+  static T& fill_into(T& self, int64_t dim, const T& index, const FillValue& value) {
+    Fill op{{self, nullptr, {&index, value.tensor}}, dim, index, value};
+    entry<B, IndexKCall>(OpCode::kIndexFill, op);
+    return self;
   }
   static T& index_fill_scalar_(T& self, int64_t dim, const T& index, const c10::Scalar& value) {
     return fill_into(self, dim, index, FillValue{&value, nullptr});
@@ -335,11 +339,11 @@ struct AdvIndexOverloads {
 
   // Registers the five ops for `key` (the op files' namespace-scope initializers call this).
   static int register_all(c10::DispatchKey key, const char* file) {
-    add_override({"index_fill", key, &install_index_fill, file, __LINE__});
-    add_override({"index", key, &install_index, file, __LINE__});
-    add_override({"index_put", key, &install_index_put, file, __LINE__});
-    add_override({"take", key, &install_take, file, __LINE__});
-    return add_override({"put", key, &install_put, file, __LINE__});
+    add_override({OpCode::kIndexFill, key, &install_index_fill, file, __LINE__});
+    add_override({OpCode::kIndex, key, &install_index, file, __LINE__});
+    add_override({OpCode::kIndexPut, key, &install_index_put, file, __LINE__});
+    add_override({OpCode::kTake, key, &install_take, file, __LINE__});
+    return add_override({OpCode::kPut, key, &install_put, file, __LINE__});
   }
 };
 

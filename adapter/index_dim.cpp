@@ -33,33 +33,7 @@
 
 namespace stridewise::adapter {
 
-OpStats& index_op_stats(OpCode op) {
-  static OpStats& select = register_op("index_select");
-  static OpStats& add = register_op("index_add");
-  static OpStats& copy = register_op("index_copy");
-  static OpStats& reduce = register_op("index_reduce");
-  static OpStats& embedding = register_op("embedding");
-  static OpStats& backward = register_op("embedding_dense_backward");
-  switch (op) {
-    case OpCode::kIndexAdd:
-      return add;
-    case OpCode::kIndexCopy:
-      return copy;
-    case OpCode::kIndexReduce:
-      return reduce;
-    case OpCode::kEmbedding:
-      return embedding;
-    case OpCode::kEmbeddingBackward:
-      return backward;
-    default:
-      return select;
-  }
-}
-
 namespace {
-
-// Registers the ops as supported when the library is loaded.
-[[maybe_unused]] const OpStats& kIndexRegistered = index_op_stats(OpCode::kIndexSelect);
 
 // The dtype rule (common.h) for op `op` on `t` with combine `c`; *dt: the core's dtype.
 Fallback dtype_rule(OpCode op, const at::Tensor& t, Combine c, DType* dt) {
@@ -161,9 +135,8 @@ void set_structured_output(ScatterForm form, at::Tensor& out, at::IntArrayRef si
 Prep prepare_index_scatter(const IndexScatter& req, ScatterForm form, const at::Tensor& self,
                            int64_t dim, const at::Tensor& index, const at::Tensor& source,
                            at::Tensor& out, ScatterCall* call) {
-  OpStats& stats = index_op_stats(req.op);
-  const bool deterministic = at::globalContext().deterministicAlgorithms();
-  if (deterministic) stats.bump(kDeterministic);
+  OpStats& stats = op_stats(req.op);
+  const bool deterministic = deterministic_call(stats);
   // ATen's impl starts with out.copy_(self) where out is not self; its partial-overlap check.
   const bool same = form == ScatterForm::kInPlace || out.is_same(self);
   if (!same) at::assert_no_partial_overlap(out, self);
@@ -216,7 +189,7 @@ Prep prepare_index_scatter(const IndexScatter& req, ScatterForm form, const at::
     stats.fall_back(Fallback::kCoreDeclined);
     return Prep::kFallback;
   }
-  if (st != Status::kOk) throw_status(name, self.is_cuda() ? "cuda" : "cpu", st, err);
+  check_plan(req.op, self, st, err);
   count_layouts(stats, self, index, &source, out, !call->plan.elems.fits_int32);
   return Prep::kRun;
 }
@@ -240,7 +213,7 @@ Prep prepare_index_select(const at::Tensor& self, int64_t dim, const at::Tensor&
   if (self.dim() > 0) sizes[d] = numel;
   at::native::resize_output(out, sizes);
 
-  OpStats& stats = index_op_stats(OpCode::kIndexSelect);
+  OpStats& stats = op_stats(OpCode::kIndexSelect);
   DType dt = DType::kFloat32;
   Fallback why = dtype_rule(OpCode::kIndexSelect, self, Combine::kCopy, &dt);
   if (why == Fallback::kNumFallbacks)
@@ -263,7 +236,7 @@ Prep prepare_index_select(const at::Tensor& self, int64_t dim, const at::Tensor&
   a.op = OpCode::kIndexSelect;
   ErrorDetail err;
   const Status st = plan_gather(a, &call->plan, &err);
-  if (st != Status::kOk) throw_status("index_select", self.is_cuda() ? "cuda" : "cpu", st, err);
+  check_plan(OpCode::kIndexSelect, self, st, err);
   count_layouts(stats, self, index, nullptr, out, !call->plan.loop.fits_int32);
   if (call->plan.vec > 1) stats.bump(kVectorized);
   return Prep::kRun;
@@ -275,7 +248,7 @@ Prep prepare_embedding(const at::Tensor& weight, const at::Tensor& indices, at::
   TORCH_CHECK(weight.dim() == 2, "'weight' must be 2-D");
   at::checkScalarTypes("embedding", at::TensorArg(indices, "indices", 1), {at::kLong, at::kInt});
 
-  OpStats& stats = index_op_stats(OpCode::kEmbedding);
+  OpStats& stats = op_stats(OpCode::kEmbedding);
   DType dt = DType::kFloat32;
   // out=: ATen's composite out form computes into a new tensor and copies (casting) into out;
   // the core writes out directly where that gives the same result: one dtype, no overlap.
@@ -333,7 +306,7 @@ Prep prepare_embedding(const at::Tensor& weight, const at::Tensor& indices, at::
   a.op = OpCode::kEmbedding;
   ErrorDetail err;
   const Status st = plan_gather(a, &call->plan, &err);
-  if (st != Status::kOk) throw_status("embedding", weight.is_cuda() ? "cuda" : "cpu", st, err);
+  check_plan(OpCode::kEmbedding, weight, st, err);
   count_layouts(stats, weight, indices, nullptr, out, !call->plan.loop.fits_int32);
   if (call->plan.vec > 1) stats.bump(kVectorized);
   return Prep::kRun;
@@ -398,9 +371,8 @@ Prep prepare_embedding_backward(const at::Tensor& grad, const at::Tensor& indice
                                 at::Tensor& out, EmbeddingBackwardCall* call) {
   at::checkScalarTypes("embedding_backward", at::TensorArg(indices, "indices", 2),
                        {at::kLong, at::kInt});
-  OpStats& stats = index_op_stats(OpCode::kEmbeddingBackward);
-  const bool deterministic = at::globalContext().deterministicAlgorithms();
-  if (deterministic) stats.bump(kDeterministic);
+  OpStats& stats = op_stats(OpCode::kEmbeddingBackward);
+  const bool deterministic = deterministic_call(stats);
   const int64_t k = indices.dim();
   int64_t m = 0, istep = 0, gm = 0, gstep = 0;
   DType dt = DType::kFloat32;
@@ -445,8 +417,7 @@ Prep prepare_embedding_backward(const at::Tensor& grad, const at::Tensor& indice
     st = plan_index_k(a, &call->k.plan, &err);
     int64_offsets = !call->k.plan.loop.fits_int32;
   }
-  if (st != Status::kOk)
-    throw_status("embedding_dense_backward", grad.is_cuda() ? "cuda" : "cpu", st, err);
+  check_plan(OpCode::kEmbeddingBackward, grad, st, err);
   count_layouts(stats, out, indices, &grad, out, int64_offsets);
   return Prep::kRun;
 }

@@ -37,15 +37,12 @@
 #include <string_view>
 
 #include "common.h"
+#include "entry.h"
 #include "gather.h"
 #include "index_adv.h"
 #include "scatter.h"
 
 namespace stridewise::adapter {
-
-// The stats entry of one of the ops above (kIndexSelect, kIndexAdd, kIndexCopy, kIndexReduce,
-// kEmbedding, kEmbeddingBackward), named as op_name names it.
-OpStats& index_op_stats(OpCode op);
 
 // What the output handling of ATen's generated wrapper for a structured op does when its meta
 // function sets the output: functional -> a new tensor; in place -> check_inplace's checks;
@@ -80,13 +77,6 @@ struct MetaChecked final : Meta {
   at::Tensor& out_;
 };
 
-// What prepare_* decided.
-enum class Prep : uint8_t {
-  kRun,       // the core runs the call
-  kDone,      // complete (an empty index: out holds self's values)
-  kFallback,  // ATen's kernel runs it (counted)
-};
-
 // index_add / index_copy / index_reduce after their meta function: the scatter over views.
 struct IndexScatter {
   OpCode op;
@@ -110,6 +100,10 @@ struct EmbeddingBackwardCall {
   ScatterCall scatter;
   IndexKCall k;
 };
+template <class B>
+Status run_call(B& b, const EmbeddingBackwardCall& call, ErrorDetail* err) {
+  return call.index_k ? b.run(call.k, err) : b.run(call.scatter, err);
+}
 
 // embedding's forward (`out` receives the result: a new tensor, or the out= tensor resized) and
 // embedding_dense_backward (`out` receives zeros(num_weights, D) when the core runs or the call
@@ -125,32 +119,49 @@ Prep prepare_embedding_backward(const at::Tensor& grad, const at::Tensor& indice
 [[noreturn]] void throw_index_op_cpu(OpCode op, const at::Tensor& self, const at::Tensor& index,
                                      const at::Tensor& out, Status st, const ErrorDetail& err);
 
+// The fields and steps the ops below share (entry.h): the backend from the ATen wrapper's
+// name and the operands it checks; a core error raised with the op's CPU wording.
+template <class B>
+struct IndexDimOp {
+  const char* wrapper;
+  OpCode op;
+  const at::Tensor& self;
+  const at::Tensor& index;
+  const at::Tensor* src;  // null, or index_add/copy/reduce's source
+  at::Tensor& out;
+  bool out_given;
+
+  bool devices(std::optional<B>& b) {
+    b.emplace(wrapper, out_given ? &out : nullptr, self, index, src, "source");
+    return true;
+  }
+  template <class Call>
+  [[noreturn]] void raise(B& b, const Call& call, Status st, const ErrorDetail& err) {
+    if constexpr (B::kDevice == kCpu) throw_index_op_cpu(op, self, index, out, st, err);
+    raise_status(b, op, call, st, err);
+  }
+};
+
 template <class B, class K>
 struct IndexDimOverloads {
   using T = at::Tensor;
   using S = c10::Scalar;
   using Str = c10::string_view;
-
-  template <class Call>
-  static void run(B& b, OpCode op, const Call& call, const T& self, const T& index, const T& out) {
-    ErrorDetail err;
-    const Status st = b.run(call, &err);
-    if (st == Status::kOk) return;
-    if constexpr (B::kDevice == kCpu) throw_index_op_cpu(op, self, index, out, st, err);
-    b.raise(op, st, err);
-  }
+  using Op = IndexDimOp<B>;
 
   // ---- index_select
+  struct Select : Op {
+    int64_t dim;
+    Prep prepare(GatherCall* call) {
+      if (!this->out_given) this->out = at::empty({0}, this->self.options());
+      return prepare_index_select(this->self, dim, this->index, this->out, call);
+    }
+    void fallback() { K::index_select_out(this->self, dim, this->index, this->out); }
+  };
   static T& select_into(const char* w, const T& self, int64_t dim, const T& index, T& out,
                         bool out_given) {
-    B b(w, out_given ? &out : nullptr, self, index, nullptr);
-    CallScope scope(index_op_stats(OpCode::kIndexSelect), B::kDevice);
-    b.begin();
-    if (!out_given) out = at::empty({0}, self.options());
-    GatherCall call;
-    const Prep p = prepare_index_select(self, dim, index, out, &call);
-    if (p == Prep::kFallback) return K::index_select_out(self, dim, index, out);
-    if (p == Prep::kRun) run(b, OpCode::kIndexSelect, call, self, index, out);
+    Select op{{w, OpCode::kIndexSelect, self, index, nullptr, out, out_given}, dim};
+    entry<B, GatherCall>(OpCode::kIndexSelect, op);
     return out;
   }
   static T select(const T& self, int64_t dim, const T& index) {
@@ -163,23 +174,32 @@ struct IndexDimOverloads {
 
   // ---- index_add / index_copy / index_reduce: meta, then one scatter (or ATen's impl)
   template <class Meta, class MetaFn, class AtenFn>
-  static T& scatter_entry(const char* w, ScatterForm form, IndexScatter req, const T& self,
-                          const T& index, const T& source, T& out, MetaFn meta, AtenFn aten) {
-    B b(w, form == ScatterForm::kOut ? &out : nullptr, self, index, &source, "source");
-    CallScope scope(index_op_stats(req.op), B::kDevice);
-    b.begin();
-    MetaChecked<Meta> m(form, out);
-    const int64_t d = meta(m);
-    ScatterCall call;
-    const Prep p = prepare_index_scatter(req, form, self, d, index, source, out, &call);
-    if (p == Prep::kFallback) aten(d, out);
-    if (p == Prep::kRun) run(b, req.op, call, self, index, out);
+  struct Scatter : Op {
+    ScatterForm form;
+    IndexScatter req;
+    MetaFn meta;
+    AtenFn aten;
+    int64_t dim = 0;  // wrapped by the meta function
+    Prep prepare(ScatterCall* call) {
+      MetaChecked<Meta> m(form, this->out);
+      dim = meta(m);
+      return prepare_index_scatter(req, form, this->self, dim, this->index, *this->src, this->out,
+                                   call);
+    }
+    void fallback() { aten(dim, this->out); }
+  };
+  template <class Meta, class MetaFn, class AtenFn>
+  static T& scatter_into(const char* w, ScatterForm form, IndexScatter req, const T& self,
+                         const T& index, const T& source, T& out, MetaFn meta, AtenFn aten) {
+    Scatter<Meta, MetaFn, AtenFn> op{
+        {w, req.op, self, index, &source, out, form == ScatterForm::kOut}, form, req, meta, aten};
+    entry<B, ScatterCall>(req.op, op);
     return out;
   }
 
   static T& add_entry(const char* w, ScatterForm form, const T& self, int64_t dim, const T& index,
                       const T& source, const S& alpha, T& out) {
-    return scatter_entry<at::meta::structured_index_add>(
+    return scatter_into<at::meta::structured_index_add>(
         w, form, {OpCode::kIndexAdd, Combine::kAdd, true, &alpha}, self, index, source, out,
         [&](auto& m) { return m.meta(self, dim, index, source, alpha).dim; },
         [&](int64_t d, T& o) {
@@ -200,7 +220,7 @@ struct IndexDimOverloads {
 
   static T& copy_entry(const char* w, ScatterForm form, const T& self, int64_t dim, const T& index,
                        const T& source, T& out) {
-    return scatter_entry<at::meta::structured_index_copy>(
+    return scatter_into<at::meta::structured_index_copy>(
         w, form, {OpCode::kIndexCopy, Combine::kCopy}, self, index, source, out,
         [&](auto& m) { return m.meta(self, dim, index, source).dim; },
         [&](int64_t d, T& o) {
@@ -225,7 +245,7 @@ struct IndexDimOverloads {
                       : r == "mean" ? Combine::kMean
                       : r == "amax" ? Combine::kMax
                                     : Combine::kMin;  // the meta function refused any other
-    return scatter_entry<at::meta::structured_index_reduce>(
+    return scatter_into<at::meta::structured_index_reduce>(
         w, form, {OpCode::kIndexReduce, c, include_self}, self, index, source, out,
         [&](auto& m) {
           const int64_t d = m.meta(self, dim, index, source, reduce, include_self).dim;
@@ -255,21 +275,30 @@ struct IndexDimOverloads {
   }
 
   // ---- embedding (forward) and embedding_dense_backward
+  struct Embedding : Op {
+    const c10::SymInt& padding_idx;
+    bool scale_grad_by_freq, sparse;
+    Prep prepare(GatherCall* call) {
+      return prepare_embedding(this->self, this->index, this->out, this->out_given, call);
+    }
+    void fallback() {  // ATen's composite kernels (one for every device)
+      const T& w = this->self;
+      if (this->out_given)
+        at::native::embedding_out_symint(w, this->index, padding_idx, scale_grad_by_freq, sparse,
+                                         this->out);
+      else
+        this->out =
+            at::native::embedding_symint(w, this->index, padding_idx, scale_grad_by_freq, sparse);
+    }
+  };
   static T& embedding_into(const T& weight, const T& indices, const c10::SymInt& padding_idx,
                            bool scale_grad_by_freq, bool sparse, T& out, bool out_given) {
-    B b(out_given ? "_out_embedding_out" : "__embedding", out_given ? &out : nullptr, weight,
-        indices, nullptr);
-    CallScope scope(index_op_stats(OpCode::kEmbedding), B::kDevice);
-    b.begin();
-    GatherCall call;
-    const Prep p = prepare_embedding(weight, indices, out, out_given, &call);
-    if (p == Prep::kFallback) {  // ATen's composite kernels (one for every device)
-      if (out_given)
-        return at::native::embedding_out_symint(weight, indices, padding_idx, scale_grad_by_freq,
-                                                sparse, out);
-      out = at::native::embedding_symint(weight, indices, padding_idx, scale_grad_by_freq, sparse);
-    }
-    if (p == Prep::kRun) run(b, OpCode::kEmbedding, call, weight, indices, out);
+    const char* w = out_given ? "_out_embedding_out" : "__embedding";
+    Embedding op{{w, OpCode::kEmbedding, weight, indices, nullptr, out, out_given},
+                 padding_idx,
+                 scale_grad_by_freq,
+                 sparse};
+    entry<B, GatherCall>(OpCode::kEmbedding, op);
     return out;
   }
   static T embedding(const T& weight, const T& indices, c10::SymInt padding_idx,
@@ -281,27 +310,34 @@ struct IndexDimOverloads {
                           bool scale_grad_by_freq, bool sparse, T& out) {
     return embedding_into(weight, indices, padding_idx, scale_grad_by_freq, sparse, out, true);
   }
+
+  struct EmbeddingBackward : Op {
+    const c10::SymInt& num_weights;
+    const c10::SymInt& padding_idx;
+    bool scale_grad_by_freq;
+    int64_t n = 0, pad = -1;
+    Prep prepare(EmbeddingBackwardCall* call) {
+      n = num_weights.guard_int(__FILE__, __LINE__);
+      pad = padding_idx.guard_int(__FILE__, __LINE__);
+      return prepare_embedding_backward(this->self, this->index, n, pad, scale_grad_by_freq,
+                                        this->out, call);
+    }
+    void fallback() {
+      this->out = K::embedding_backward(this->self, this->index, n, pad, scale_grad_by_freq);
+    }
+  };
   static T embedding_backward(const T& grad, const T& indices, c10::SymInt num_weights,
                               c10::SymInt padding_idx, bool scale_grad_by_freq) {
-    B b("__embedding_dense_backward", nullptr, grad, indices, nullptr);
-    CallScope scope(index_op_stats(OpCode::kEmbeddingBackward), B::kDevice);
-    b.begin();
-    const int64_t n = num_weights.guard_int(__FILE__, __LINE__);
-    const int64_t pad = padding_idx.guard_int(__FILE__, __LINE__);
     T out;
-    EmbeddingBackwardCall call;
-    const Prep p =
-        prepare_embedding_backward(grad, indices, n, pad, scale_grad_by_freq, out, &call);
-    if (p == Prep::kFallback)
-      return K::embedding_backward(grad, indices, n, pad, scale_grad_by_freq);
-    if (p == Prep::kRun) {
-      if (call.index_k)
-        run(b, OpCode::kEmbeddingBackward, call.k, grad, indices, out);
-      else
-        run(b, OpCode::kEmbeddingBackward, call.scatter, grad, indices, out);
-      // the padding row receives no gradient (ATen skips its indices; ours adds, then clears)
-      if (pad >= 0 && pad < n) out.select(0, pad).zero_();
-    }
+    EmbeddingBackward op{{"__embedding_dense_backward", OpCode::kEmbeddingBackward, grad, indices,
+                          nullptr, out, false},
+                         num_weights,
+                         padding_idx,
+                         scale_grad_by_freq};
+    // the padding row receives no gradient (ATen skips its indices; ours adds, then clears)
+    if (entry<B, EmbeddingBackwardCall>(OpCode::kEmbeddingBackward, op) == Prep::kRun &&
+        op.pad >= 0 && op.pad < op.n)
+      out.select(0, op.pad).zero_();
     return out;
   }
 
@@ -335,13 +371,13 @@ struct IndexDimOverloads {
 
   // Registers the six ops for `key` (the op files' namespace-scope initializers call this).
   static int register_all(c10::DispatchKey key, const char* file) {
-    add_override({"index_select", key, &install_index_select, file, __LINE__});
-    add_override({"index_add", key, &install_index_add, file, __LINE__});
-    add_override({"index_copy", key, &install_index_copy, file, __LINE__});
-    add_override({"index_reduce", key, &install_index_reduce, file, __LINE__});
-    add_override({"embedding", key, &install_embedding, file, __LINE__});
+    add_override({OpCode::kIndexSelect, key, &install_index_select, file, __LINE__});
+    add_override({OpCode::kIndexAdd, key, &install_index_add, file, __LINE__});
+    add_override({OpCode::kIndexCopy, key, &install_index_copy, file, __LINE__});
+    add_override({OpCode::kIndexReduce, key, &install_index_reduce, file, __LINE__});
+    add_override({OpCode::kEmbedding, key, &install_embedding, file, __LINE__});
     return add_override(
-        {"embedding_dense_backward", key, &install_embedding_backward, file, __LINE__});
+        {OpCode::kEmbeddingBackward, key, &install_embedding_backward, file, __LINE__});
   }
 };
 

@@ -58,15 +58,14 @@ bool aten_fills(c10::ScalarType t) {
 
 }  // namespace
 
-AdvPrep prepare_index_fill(at::Tensor& self, int64_t dim, const at::Tensor& index,
-                           const FillValue& value, IndexKCall* call) {
-  OpStats& stats = adv_stats(OpCode::kIndexFill);
+Prep prepare_index_fill(at::Tensor& self, int64_t dim, const at::Tensor& index,
+                        const FillValue& value, IndexKCall* call) {
+  OpStats& stats = op_stats(OpCode::kIndexFill);
   if (!aten_fills(self.scalar_type()) || self.dim() > kMaxRank) {  // ATen's call, checks and all
     stats.fall_back(self.dim() > kMaxRank ? Fallback::kRank : Fallback::kDtypeRejected);
-    return AdvPrep::kFallback;
+    return Prep::kFallback;
   }
-  const bool deterministic = at::globalContext().deterministicAlgorithms();
-  if (deterministic) stats.bump(kDeterministic);
+  const bool deterministic = deterministic_call(stats);
   // index_fill_'s checks, in its order and wording
   TORCH_CHECK_INDEX(index.scalar_type() == at::kLong,
                     "index_fill_(): Expected dtype int64 for index.");
@@ -102,7 +101,7 @@ AdvPrep prepare_index_fill(at::Tensor& self, int64_t dim, const at::Tensor& inde
     scalar_bytes(*value.scalar, self.scalar_type(), a.value);
     a.has_value = true;
   }
-  if (c10::multiply_integers(sizes) == 0) return AdvPrep::kDone;
+  if (c10::multiply_integers(sizes) == 0) return Prep::kDone;
 
   a.k = 1;
   a.target = to_view(self, "index_fill_", "self", /*writable=*/true);
@@ -121,8 +120,8 @@ AdvPrep prepare_index_fill(at::Tensor& self, int64_t dim, const at::Tensor& inde
               ? restrided(to_view(*value.tensor, "index_fill_", "value"), sizes, zeros)
               : restrided(a.self, sizes, zeros);
   if (value.tensor == nullptr) a.src.data = nullptr;
-  const AdvPrep p = make_index_k_plan(call, stats, self);
-  if (p == AdvPrep::kRun) {
+  const Prep p = make_index_k_plan(call, stats, self);
+  if (p == Prep::kRun) {
     count_layouts(stats, self, index, value.tensor, self, !call->plan.loop.fits_int32);
   }
   return p;

@@ -89,7 +89,7 @@ std::vector<std::string> enable_ops(const std::vector<std::string>& include,
   DropOverrideWarning filter(c10::WarningUtils::get_warning_handler());
   c10::WarningUtils::WarningHandlerGuard guard(&filter);
   for (const OverrideSpec& spec : overrides()) {
-    if (!contains(want, spec.op)) continue;
+    if (!contains(want, op_info(spec.op)->key)) continue;
     auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", spec.key, spec.file,
                                                 spec.line);
     spec.install(*lib);
@@ -116,7 +116,7 @@ std::vector<std::string> op_enabled() {
   return s.enabled;
 }
 
-std::string op_stats() {
+std::string op_stats_json() {
   return stats_json();
 }
 void op_reset_stats() {
@@ -212,7 +212,17 @@ TORCH_LIBRARY(stridewise, m) {
   m.def("_disable() -> ()", &stridewise::adapter::op_disable);
   m.def("_enabled() -> str[]", &stridewise::adapter::op_enabled);
   m.def("_supported() -> str[]", []() { return stridewise::adapter::supported_ops(); });
-  m.def("_stats() -> str", &stridewise::adapter::op_stats);
+  m.def("_stats() -> str", &stridewise::adapter::op_stats_json);
+  // The op table (ops.def), a row per op: "key family packet packet ...".
+  m.def("_op_table() -> str[]", []() {
+    std::vector<std::string> rows;
+    for (int i = 0; i < stridewise::op_count(); ++i) {
+      const stridewise::OpInfo& op = stridewise::op_table()[i];
+      rows.push_back(std::string(op.key) + " " + stridewise::family_name(op.family) + " " +
+                     op.packets);
+    }
+    return rows;
+  });
   m.def("_fallback_rules() -> str[]", []() {
     std::vector<std::string> names;
     for (int r = 0; r < static_cast<int>(stridewise::adapter::Fallback::kNumFallbacks); ++r)

@@ -21,24 +21,7 @@
 
 namespace stridewise::adapter {
 
-OpStats& scatter_op_stats(OpCode op) {
-  static OpStats& scatter = register_op("scatter");
-  static OpStats& add = register_op("scatter_add");
-  static OpStats& reduce = register_op("scatter_reduce");
-  switch (op) {
-    case OpCode::kScatterAdd:
-      return add;
-    case OpCode::kScatterReduce:
-      return reduce;
-    default:
-      return scatter;
-  }
-}
-
 namespace {
-
-// Registers the three ops as supported when the library is loaded.
-[[maybe_unused]] const OpStats& kScatterRegistered = scatter_op_stats(OpCode::kScatter);
 
 Combine to_combine(at::native::ReductionType r) {
   using R = at::native::ReductionType;
@@ -104,12 +87,11 @@ bool rank_ok(const at::Tensor& t) {
 
 }  // namespace
 
-bool scatter_prepare(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+Prep scatter_prepare(const at::Tensor& self, int64_t dim, const at::Tensor& index,
                      const ScatterRequest& req, ScatterForm form, at::Tensor& out,
                      ScatterCall* call) {
-  OpStats& stats = scatter_op_stats(req.op);
-  const bool deterministic = at::globalContext().deterministicAlgorithms();
-  if (deterministic) stats.bump(kDeterministic);
+  OpStats& stats = op_stats(req.op);
+  const bool deterministic = deterministic_call(stats);
   const char* name = op_name(req.op);
 
   // ---- ATen's meta function (scatter_meta_impl) and the structured wrapper's set_output.
@@ -152,14 +134,14 @@ bool scatter_prepare(const at::Tensor& self, int64_t dim, const at::Tensor& inde
   if (aten_rule(self.is_cuda(), deterministic, self.scalar_type(), combine, req.value != nullptr,
                 &why) ||
       !rank_ok(self) || !rank_ok(index) || (req.src && !rank_ok(*req.src))) {
-    scatter_fallback(self, dim, index, req, out, why);
-    return false;
+    stats.fall_back(why);
+    return Prep::kFallback;
   }
   // ATen's result for an empty index: self's values, nothing scattered (but a complex mean
   // still divides every position by 1 + 0i: the core does that)
   if (index.numel() == 0 && !(combine == Combine::kMean && self.is_complex())) {
     if (!same) out.copy_(self);
-    return false;
+    return Prep::kDone;
   }
 
   // ---- The core's call. It copies self into out itself, after every index value passed.
@@ -192,8 +174,8 @@ bool scatter_prepare(const at::Tensor& self, int64_t dim, const at::Tensor& inde
   if (combine == Combine::kMul && self.is_cpu() && self.is_complex()) {
     const ProductKind k = aten_cpu_complex_product(self.scalar_type());
     if (k == ProductKind::kUnknown) {  // a build of ATen whose product is neither formula
-      scatter_fallback(self, dim, index, req, out, Fallback::kCxProduct);
-      return false;
+      stats.fall_back(Fallback::kCxProduct);
+      return Prep::kFallback;
     }
     a.cx_product = k == ProductKind::kFma ? ComplexProduct::kFma : ComplexProduct::kPlain;
   }
@@ -201,17 +183,16 @@ bool scatter_prepare(const at::Tensor& self, int64_t dim, const at::Tensor& inde
   ErrorDetail err;
   const Status st = plan_scatter(a, &call->plan, &err);
   if (st == Status::kUnsupported) {
-    scatter_fallback(self, dim, index, req, out, Fallback::kCoreDeclined);
-    return false;
+    stats.fall_back(Fallback::kCoreDeclined);
+    return Prep::kFallback;
   }
-  if (st != Status::kOk) throw_status(name, self.is_cuda() ? "cuda" : "cpu", st, err);
+  check_plan(req.op, self, st, err);
   count_layouts(stats, self, index, req.src, out, !call->plan.elems.fits_int32);
-  return true;
+  return Prep::kRun;
 }
 
-void scatter_fallback(const at::Tensor& self, int64_t dim, const at::Tensor& index,
-                      const ScatterRequest& req, const at::Tensor& out, Fallback why) {
-  scatter_op_stats(req.op).fall_back(why);
+void scatter_aten(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                  const ScatterRequest& req, const at::Tensor& out) {
   namespace n = at::native;
   switch (req.op) {
     case OpCode::kScatterAdd:
@@ -239,15 +220,8 @@ void scatter_fallback(const at::Tensor& self, int64_t dim, const at::Tensor& ind
 
 namespace {
 
-using CpuScatter = ScatterOverloads<CpuBackend>;
-
-[[maybe_unused]] const int kCpuScatter = add_override(
-    {"scatter", c10::DispatchKey::CPU, &CpuScatter::install_scatter, __FILE__, __LINE__});
-[[maybe_unused]] const int kCpuScatterAdd = add_override(
-    {"scatter_add", c10::DispatchKey::CPU, &CpuScatter::install_scatter_add, __FILE__, __LINE__});
-[[maybe_unused]] const int kCpuScatterReduce =
-    add_override({"scatter_reduce", c10::DispatchKey::CPU, &CpuScatter::install_scatter_reduce,
-                  __FILE__, __LINE__});
+[[maybe_unused]] const int kCpuRegistered =
+    ScatterOverloads<CpuBackend>::register_all(c10::DispatchKey::CPU, __FILE__);
 
 }  // namespace
 }  // namespace stridewise::adapter

@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "common.h"
+#include "entry.h"
 #include "stridewise/scatter.h"
 
 namespace stridewise::adapter {
@@ -30,10 +31,6 @@ struct ScatterRequest {
   std::optional<std::string_view> reduce;  // scatter(reduce=) and scatter_reduce
   bool include_self = true;                // scatter_reduce only
 };
-
-// The stats entry of `op` (kScatter, kScatterAdd, kScatterReduce), named as op_name(op) names
-// it: "scatter", "scatter_add", "scatter_reduce".
-OpStats& scatter_op_stats(OpCode op);
 
 // The plan is made once per call by scatter_prepare and handed to the plan-taking core entry
 // points as-is.
@@ -50,48 +47,46 @@ struct ScatterCall {
 //   (what copy_ checks)] -> ATen's kernel when the core has none for this dtype/combine (counted
 //   as "fallback") -> empty index (out = self's copy) -> views, value scalar, plan.
 // In place, `out` must be `self`; functional, `out` receives a new contiguous tensor of self's
-// sizes. Returns true when the core kernel is to run with `call`; false when the call is
-// complete (empty index or handed to ATen).
-bool scatter_prepare(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+// sizes. kRun: the core is to run `call`; kDone: the call is complete (an empty index, or handed
+// to ATen under a rule, counted); kFallback: the core's plan declined (counted), ATen is to run it.
+Prep scatter_prepare(const at::Tensor& self, int64_t dim, const at::Tensor& index,
                      const ScatterRequest& req, ScatterForm form, at::Tensor& out,
                      ScatterCall* call);
 
 // Runs ATen's own kernel (the structured impl: copy, include_self init, stub, mean division)
-// for a call whose checks passed, and counts it as a fallback under rule `why`. Used where the
-// core reports kUnsupported, so the user gets ATen's result or ATen's exact NotImplementedError.
-void scatter_fallback(const at::Tensor& self, int64_t dim, const at::Tensor& index,
-                      const ScatterRequest& req, const at::Tensor& out, Fallback why);
+// for a call whose checks passed (counted by the caller), so the user gets ATen's result or
+// ATen's exact NotImplementedError where the core has no kernel.
+void scatter_aten(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                  const ScatterRequest& req, const at::Tensor& out);
 
 // The complex product ATen's CPU scatter kernels compute for `st` (ComplexFloat or
 // ComplexDouble), asked of ATen's kernel once per dtype (complex_product.cpp).
 enum class ProductKind : int { kPlain = 0, kFma = 1, kUnknown = 2 };
 ProductKind aten_cpu_complex_product(c10::ScalarType st);
 
-// One call from entry to return. Backend (CPU or CUDA) is an RAII object built first (device
-// checks, device guard), with
-//   static constexpr Counter kDevice;                       // kCpu / kCuda
-//   Backend(const char* wrapper, const at::Tensor* out, self, index, src-or-null);
-//   void begin();                                           // CUDA: raise a pending error
-//   Status run(const ScatterCall&, ErrorDetail*);           // launches the core
-//   void raise(OpCode, Status, const ErrorDetail&);         // throws for a non-ok status
-template <class Backend>
-at::Tensor& scatter_entry(const char* wrapper, const at::Tensor& self, int64_t dim,
-                          const at::Tensor& index, const ScatterRequest& req, ScatterForm form,
-                          at::Tensor& out) {
-  Backend backend(wrapper, form == ScatterForm::kOut ? &out : nullptr, self, index, req.src);
-  CallScope scope(scatter_op_stats(req.op), Backend::kDevice);
-  backend.begin();
-  ScatterCall call;
-  if (!scatter_prepare(self, dim, index, req, form, out, &call)) return out;
-  ErrorDetail err;
-  const Status st = backend.run(call, &err);
-  if (st == Status::kUnsupported) {
-    scatter_fallback(self, dim, index, req, out, Fallback::kCoreDeclined);
-  } else if (st != Status::kOk) {
-    backend.raise(req.op, st, err);
+// One aten:: call of the family as an op of the entry template (entry.h).
+template <class B>
+struct ScatterOp {
+  const char* wrapper;  // ATen's generated CUDA wrapper's name, for device-mismatch messages
+  const at::Tensor& self;
+  int64_t dim;
+  const at::Tensor& index;
+  const ScatterRequest& req;
+  ScatterForm form;
+  at::Tensor& out;
+
+  bool devices(std::optional<B>& b) {
+    b.emplace(wrapper, form == ScatterForm::kOut ? &out : nullptr, self, index, req.src);
+    return true;
   }
-  return out;
-}
+  Prep prepare(ScatterCall* call) {
+    return scatter_prepare(self, dim, index, req, form, out, call);
+  }
+  void fallback() { scatter_aten(self, dim, index, req, out); }
+  [[noreturn]] void raise(B& b, const ScatterCall& call, Status st, const ErrorDetail& err) {
+    raise_status(b, req.op, call, st, err);
+  }
+};
 
 // Every aten:: overload of the family for one backend. The wrapper names are those of ATen's
 // generated CUDA wrappers, so device-mismatch messages match.
@@ -112,18 +107,23 @@ struct ScatterOverloads {
     r.include_self = include_self;
     return r;
   }
+  static T& run(const char* w, const T& self, int64_t dim, const T& index, const ScatterRequest& r,
+                ScatterForm form, T& out) {
+    ScatterOp<B> op{w, self, dim, index, r, form, out};
+    entry<B, ScatterCall>(r.op, op);
+    return out;
+  }
   static T functional(const char* w, const T& self, int64_t dim, const T& index,
                       const ScatterRequest& r) {
     T out;
-    scatter_entry<B>(w, self, dim, index, r, ScatterForm::kFunctional, out);
-    return out;
+    return run(w, self, dim, index, r, ScatterForm::kFunctional, out);
   }
   static T& in_place(const char* w, T& self, int64_t dim, const T& index, const ScatterRequest& r) {
-    return scatter_entry<B>(w, self, dim, index, r, ScatterForm::kInPlace, self);
+    return run(w, self, dim, index, r, ScatterForm::kInPlace, self);
   }
   static T& out_form(const char* w, const T& self, int64_t dim, const T& index,
                      const ScatterRequest& r, T& out) {
-    return scatter_entry<B>(w, self, dim, index, r, ScatterForm::kOut, out);
+    return run(w, self, dim, index, r, ScatterForm::kOut, out);
   }
 
   // scatter.src / scatter_.src / scatter.src_out
@@ -223,6 +223,13 @@ struct ScatterOverloads {
     m.impl("scatter_reduce.two", TORCH_FN(two));
     m.impl("scatter_reduce_.two", TORCH_FN(two_));
     m.impl("scatter_reduce.two_out", TORCH_FN(two_out));
+  }
+
+  // Registers the three ops for `key` (the backend files' namespace-scope initializers).
+  static int register_all(c10::DispatchKey key, const char* file) {
+    add_override({OpCode::kScatter, key, &install_scatter, file, __LINE__});
+    add_override({OpCode::kScatterAdd, key, &install_scatter_add, file, __LINE__});
+    return add_override({OpCode::kScatterReduce, key, &install_scatter_reduce, file, __LINE__});
   }
 };
 

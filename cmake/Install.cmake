@@ -27,7 +27,7 @@ else()
 endif()
 
 install(DIRECTORY core/include/stridewise DESTINATION ${SW_INSTALL_INCLUDEDIR}
-        FILES_MATCHING PATTERN "*.h")
+        FILES_MATCHING PATTERN "*.h" PATTERN "*.def")  # ops.def: the op table status.h includes
 set(_sw_export_targets stridewise_core)
 if(TARGET stridewise_torch)
   install(FILES adapter/include/stridewise/torch.h DESTINATION ${SW_INSTALL_INCLUDEDIR}/stridewise)

@@ -4,42 +4,56 @@
 
 namespace stridewise {
 
+namespace {
+
+constexpr OpInfo kOps[] = {
+#define SW_OP(code, number, key, error_name, family, packets) \
+  {OpCode::code, key, error_name, Family::k##family, packets},
+#include "stridewise/ops.def"
+#undef SW_OP
+};
+constexpr int kOpCount = static_cast<int>(sizeof(kOps) / sizeof(kOps[0]));
+
+// Rows in number order from 1 with no gap: op_info() indexes by number.
+constexpr bool numbered_in_order() {
+  for (int i = 0; i < kOpCount; ++i)
+    if (static_cast<int32_t>(kOps[i].code) != i + 1) return false;
+  return true;
+}
+static_assert(numbered_in_order(), "ops.def: numbers must run 1, 2, 3, ... in table order");
+
+}  // namespace
+
+const OpInfo* op_table() {
+  return kOps;
+}
+
+int op_count() {
+  return kOpCount;
+}
+
+const OpInfo* op_info(OpCode op) {
+  const int32_t n = static_cast<int32_t>(op);
+  return n >= 1 && n <= kOpCount ? &kOps[n - 1] : nullptr;
+}
+
 const char* op_name(OpCode op) {
-  switch (op) {
-    case OpCode::kGather:
+  const OpInfo* info = op_info(op);
+  return info != nullptr ? info->error_name : "unknown op";
+}
+
+const char* family_name(Family f) {
+  switch (f) {
+    case Family::kGather:
       return "gather";
-    case OpCode::kScatter:
+    case Family::kScatter:
       return "scatter";
-    case OpCode::kScatterAdd:
-      return "scatter_add";
-    case OpCode::kScatterReduce:
-      return "scatter_reduce";
-    case OpCode::kIndexSelect:
-      return "index_select";
-    case OpCode::kIndexAdd:
-      return "index_add";
-    case OpCode::kIndexCopy:
-      return "index_copy";
-    case OpCode::kIndexReduce:
-      return "index_reduce";
-    case OpCode::kEmbedding:
-      return "embedding";
-    case OpCode::kEmbeddingBackward:
-      return "embedding_dense_backward";
-    case OpCode::kIndex:
-      return "index";
-    case OpCode::kIndexPut:
-      return "index_put_";
-    case OpCode::kTake:
-      return "take";
-    case OpCode::kPut:
-      return "put";
-    case OpCode::kIndexFill:
-      return "index_fill";
-    case OpCode::kUnknown:
-      break;
+    case Family::kIndexDim:
+      return "index_dim";
+    case Family::kIndexK:
+      return "index_k";
   }
-  return "unknown op";
+  return "unknown family";
 }
 
 const char* status_name(Status s) {

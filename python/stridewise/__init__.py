@@ -74,7 +74,7 @@ def supported_ops() -> List[str]:
     """Ops stridewise implements (and enable() accepts):
     ['gather', 'scatter', 'scatter_add', 'scatter_reduce', 'index_select', 'index_add',
     'index_copy', 'index_reduce', 'embedding', 'embedding_dense_backward', 'index', 'index_put',
-    'take', 'put', 'index_fill'] (order not guaranteed)."""
+    'take', 'put', 'index_fill'] (the op table's order: core/include/stridewise/ops.def)."""
     return list(_ops._supported())
 
 

@@ -47,25 +47,18 @@ _CONFIG = "torch._inductor.config"
 _KEY = "post_grad_custom_post_pass"
 _PASS_VERSION = 1
 
-# The aten:: packets whose overloads each routable op name covers (as registry.cpp routes them:
-# functional, in-place and out= forms).
-_PACKETS = {
-    "gather": ("gather",),
-    "scatter": ("scatter", "scatter_"),
-    "scatter_add": ("scatter_add", "scatter_add_"),
-    "scatter_reduce": ("scatter_reduce", "scatter_reduce_"),
-    "index_select": ("index_select",),
-    "index_add": ("index_add", "index_add_"),
-    "index_copy": ("index_copy", "index_copy_"),
-    "index_reduce": ("index_reduce", "index_reduce_"),
-    "embedding": ("embedding",),
-    "embedding_dense_backward": ("embedding_dense_backward",),
-    "index": ("index",),
-    "index_put": ("index_put", "index_put_", "_index_put_impl", "_index_put_impl_"),
-    "take": ("take",),
-    "put": ("put", "put_"),
-    "index_fill": ("index_fill", "index_fill_"),
-}
+_packets: Optional[dict] = None
+
+
+def packets() -> dict:
+    """The aten:: packets whose overloads each routable op name covers (functional, in-place and
+    out= forms), from the native op table (core/include/stridewise/ops.def)."""
+    global _packets
+    if _packets is None:
+        rows = (r.split() for r in torch.ops.stridewise._op_table())
+        _packets = {row[0]: tuple(row[2:]) for row in rows}
+    return _packets
+
 
 _pass: Optional[Any] = None  # the installed pass object (None: not installed)
 _saved: Any = None  # the config value our install replaced
@@ -77,7 +70,7 @@ def routed_targets(ops: Iterable[str]) -> frozenset:
     """The aten OpOverloads a set of routed op names covers."""
     out = set()
     for op in ops:
-        for name in _PACKETS.get(op, ()):
+        for name in packets().get(op, ()):
             packet = getattr(torch.ops.aten, name)
             out.update(getattr(packet, ov) for ov in packet.overloads())
     return frozenset(out)

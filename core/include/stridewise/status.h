@@ -17,31 +17,37 @@ enum class Status : int32_t {
   kNotCompiled = 5,      // CUDA entry point called in a build without CUDA
 };
 
-// Which operator raised an error; stored as an int in device-side error records.
+// Which operator raised an error; stored as an int in device-side error records. The
+// enumerators and their numbers come from the op table (ops.def).
 enum class OpCode : int32_t {
   kUnknown = 0,
-  kGather = 1,
-  kScatter = 2,  // scatter (src / value, with or without reduce=)
-  kScatterAdd = 3,
-  kScatterReduce = 4,  // scatter_reduce.two
-  // The dim-indexed ops run as gather/scatter over views (a 1-D index seen with stride 0 along
-  // the other dims); their own codes make errors, records and statistics name them.
-  kIndexSelect = 5,
-  kIndexAdd = 6,
-  kIndexCopy = 7,
-  kIndexReduce = 8,
-  kEmbedding = 9,
-  kEmbeddingBackward = 10,  // embedding_dense_backward
-  // Advanced indexing (index_k.h): k index tensors at once, or a flat position.
-  kIndex = 11,     // index.Tensor (x[i], x[:, i], x[i, j], x[mask])
-  kIndexPut = 12,  // index_put_ / index_put / _index_put_impl_
-  kTake = 13,
-  kPut = 14,
-  // index_fill_ (int_Scalar / int_Tensor): a one-value write on the k-index core, wrapping.
-  kIndexFill = 15,
+#define SW_OP(code, number, key, error_name, family, packets) code = number,
+#include "stridewise/ops.def"
+#undef SW_OP
 };
 
+// The adapter folder that holds an op's entry (ops.def's family column).
+enum class Family : uint8_t { kGather, kScatter, kIndexDim, kIndexK };
+
+// One row of the op table (ops.def).
+struct OpInfo {
+  OpCode code;
+  const char* key;         // the routed name: enable(include=[key]), stats()[key]
+  const char* error_name;  // how errors name the op
+  Family family;
+  const char* packets;  // aten:: overload packets replaced, space-separated
+};
+
+// The table's rows in table order, and their count.
+const OpInfo* op_table();
+int op_count();
+
+// The row of `op`; null for kUnknown or a number no row has.
+const OpInfo* op_info(OpCode op);
+
+// The op's error name ("index_put_"); "unknown op" for kUnknown.
 const char* op_name(OpCode op);
+const char* family_name(Family f);
 const char* status_name(Status s);
 
 struct ErrorDetail {
