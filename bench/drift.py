@@ -25,7 +25,8 @@ import json
 import statistics
 import sys
 
-CONTROL = {"ours": "aten", "ours_op": "aten", "det_ours": "det_aten"}  # ours -> its control
+CONTROL = {"ours": "aten", "ours_op": "aten", "det_ours": "det_aten",
+           "ours_det": "aten_det"}  # ours -> its control (bench_index names det "ours_det")
 FLOOR = 0.02
 MD_COLUMNS = {"ours us": "ours", "ATen us": "aten", "torch.ops us": "ours_op",
               "det ours us": "det_ours", "det ATen us": "det_aten"}

@@ -74,7 +74,7 @@ declare -A runs  # benchmark runs so far in this invocation, per benchmark
 
 note() { echo "$*" | tee -a "$SUMMARY"; }
 # The phases that run Python: each first checks the package's declared dependencies.
-PY_PHASES=" dumpe2e auditdev bench benchscatter bench2 benchscatter2 benchindex benchindexvar benchadv ncuindex demo diag pytest sanitize racecheck audit altbuild triage hostbench benchvar benchscattervar ncu ncuscatter pytestaudit auditfg auditfgall "
+PY_PHASES=" benchab dumpe2e auditdev bench benchscatter bench2 benchscatter2 benchindex benchindexvar benchadv ncuindex demo diag pytest sanitize racecheck audit altbuild triage hostbench benchvar benchscattervar ncu ncuscatter pytestaudit auditfg auditfgall "
 pack() {  # logs + summary to $OUT after every phase: a call cut off still returns them
   cp -f "$SUMMARY" "$OUT"/ 2>/dev/null
   cp -f "$LOG"/ncu_gather.md "$LOG"/audit_fg.txt "$LOG"/audit_fg.json "$LOG"/audit_fg_all.txt \
@@ -334,153 +334,15 @@ phase_audit() {  # stridewise over the whole family under guard pages, both chec
   return $rc
 }
 
-phase_wheels() {  # FlagGems ([flaggems] of scripts/device_wheels.txt: scripts/fetch_wheels.sh
-  # flaggems), installed into /tmp/site with every carried wheel before the first phase
-  "$PY" -c 'import flag_gems, sqlalchemy; print("flag_gems", flag_gems.__version__, flag_gems.__file__)'
-}
 
-phase_auditfg() {  # a third-party backend, as a new user would: flag_gems over the whole family
-  # (JIT-compiled Triton kernels), then every distinct finding's repro script alone, with
-  # flag_gems and against native. The report is docs/audit_flaggems.md's source.
-  local t0=$(date +%s) rc=0
-  # standalone.py: the auditor without stridewise's native library (not built yet here)
-  "$PY" python/stridewise/audit/standalone.py --device cuda \
-    --backend "${FG_BACKEND:-flag_gems:enable}" --matrix "${AUDIT_MATRIX:-quick}" \
-    --jobs "${FG_JOBS:-15}" --verify-repros ${FG_ARGS:-} \
-    --json "$LOG/audit_fg.json" --repro-dir "$LOG/repro_fg" >"$LOG/audit_fg.txt" 2>&1 || rc=$?
-  echo "auditfg: exit $rc in $(( $(date +%s) - t0 ))s"
-  # the scripts of the findings' representatives (the ones --verify-repros ran)
-  "$PY" - "$LOG/audit_fg.json" <<'PYEOF' | tar -czf "$LOG/fg_repros.tar.gz" -T - 2>/dev/null
-import json, sys
-rep = json.load(open(sys.argv[1]))
-for f in rep.get("repro_check") or []:
-    if f.get("script"):
-        print(f["script"])
-PYEOF
-  tail -n 60 "$LOG/audit_fg.txt"
-  ((rc <= 1))  # 1: findings (expected of a backend with bugs); 2+: the audit could not run
-}
+# shellcheck source=scripts/gpu_phases_more.sh
+source "$ROOT/scripts/gpu_phases_more.sh"
 
-phase_auditfgall() {  # the same audit running every case, the native-run variants' too
-  # (--run-native): its wall time is the issue-11 figure "without dropping cases"
-  local t0=$(date +%s) rc=0
-  "$PY" python/stridewise/audit/standalone.py --device cuda \
-    --backend "${FG_BACKEND:-flag_gems:enable}" --matrix "${AUDIT_MATRIX:-quick}" \
-    --jobs "${FG_JOBS:-15}" --run-native --no-repros ${FG_ARGS:-} \
-    --json "$LOG/audit_fg_all.json" >"$LOG/audit_fg_all.txt" 2>&1 || rc=$?
-  echo "auditfgall: exit $rc in $(( $(date +%s) - t0 ))s"
-  grep -A16 "^Where the time went" "$LOG/audit_fg_all.txt"
-  tail -n 3 "$LOG/audit_fg_all.txt"
-  ((rc <= 1))
-}
-
-phase_auditdev() {  # swdev (tests/privateuse1) built against the image's torch, its tests and
-  # the device audit's tests (CPU work: the device keeps its memory on the host), then the
-  # whole family audited on it with --grad, bugs off (must pass) and on (the two bugs found)
-  cmake -S . -B build-gpu -DSW_BUILD_TESTDEV=ON >/dev/null || return 1
-  cmake --build build-gpu --target sw_testdev || return 1
-  local rc=0 env
-  "$PY" -m pytest -q -rfEs -p no:cacheprovider --timeout=600 -n 4 \
-    tests/test_privateuse1_device.py tests/test_audit_device.py tests/test_audit_grad.py || rc=1
-  env=$("$PY" - <<'PYEOF'
-import importlib.util, shlex
-s = importlib.util.spec_from_file_location("a", "tests/privateuse1/sw_testdev_autoload.py")
-m = importlib.util.module_from_spec(s); s.loader.exec_module(m)
-e = m.autoload_env("/tmp/swdev-dist")
-print(" ".join(f"{k}={shlex.quote(e[k])}" for k in ("PYTHONPATH", "SW_TESTDEV_LIB")))
-PYEOF
-)
-  env $env SW_TESTDEV_BUGS=none "$PY" -m stridewise audit --device swdev --matrix quick --grad \
-    --jobs 8 --no-repros --json "$LOG/audit_swdev_off.json" | tail -n 4 || rc=1
-  env $env "$PY" -m stridewise audit --device swdev --matrix quick --grad --jobs 8 --no-repros \
-    --json "$LOG/audit_swdev.json" >"$LOG/audit_swdev.txt"
-  sed -n '/^Findings/,/^Failures/p' "$LOG/audit_swdev.txt"
-  tail -n 1 "$LOG/audit_swdev.txt"
-  return $rc
-}
-
-phase_dumpe2e() {  # issue 25: dump + sw-compare on CUDA: the dump/compare tests' CUDA cases (a
-  # transformers BERT native vs routed, a perturbed weight, planted kernel bugs), then the BERT
-  # throughput figures (bench/bench_dump_compare.py: dump MB/s, compare GB/s). sw-compare is
-  # built on its own (tools/compare), so this phase follows buildlib as well as build.
-  local rc=0 args=(-S tools/compare -B build-gpu/compare -G Ninja -DSW_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=Release)
-  [ -x /usr/bin/g++ ] && args+=(-DCMAKE_CXX_COMPILER=/usr/bin/g++)
-  cmake "${args[@]}" && cmake --build build-gpu/compare --target sw-compare || return 1
-  export STRIDEWISE_COMPARE=$ROOT/build-gpu/compare/sw-compare
-  "$PY" -m pytest -q -rfEs -p no:cacheprovider --timeout=600 --durations=10 -n 4 -k cuda \
-    tests/test_compare_e2e_bert.py tests/test_dump_e2e.py tests/test_dump_reads.py tests/test_dump_capture.py || rc=1
-  "$PY" bench/bench_dump_compare.py ${BENCH_DUMP_ARGS:-} --json "$LOG/bench_dump_compare.json" || rc=1
-  "$PY" bench/bench_dump_compare.py --hidden 1024 --layers 8 --batch 8 --seq 256 --repeat 1 \
-    --json "$LOG/bench_dump_compare_large.json" || rc=1
-  return $rc
-}
-
-phase_pytestaudit() {  # the audit's own test files, CUDA cases only (the CPU ones run in CI)
-  "$PY" -m pytest -q -rfEs -p no:cacheprovider --timeout=600 --durations=10 -n 4 -k cuda \
-    tests/test_audit.py tests/test_audit_triage.py tests/test_audit_coverage.py \
-    tests/test_audit_timing.py tests/test_audit_verify.py
-}
-
-phase_pytest() {  # the whole suite; the audit files in 4 processes (each audit has workers)
-  local rc=0
-  "$PY" -m pytest -q -rfEs -p no:cacheprovider --timeout=300 --durations=15 -n "${PYTEST_JOBS:-4}" \
-    --ignore=tests/test_audit.py --ignore=tests/test_audit_triage.py ${PYTEST_ARGS:-tests} || rc=1
-  [[ ${PYTEST_AUDIT:-1} == 0 ]] && return $rc  # the audit's own files skipped (device time)
-  "$PY" -m pytest -q -rfEs -p no:cacheprovider --timeout=600 --durations=15 -n 4 \
-    tests/test_audit.py tests/test_audit_triage.py || rc=1
-  return $rc
-}
-
-phase_install() {  # as a user installs it: a wheel built by pip (scikit-build-core) against the
-  # image's CUDA torch, installed into a venv that reuses that torch (--system-site-packages:
-  # nothing can be installed here); then `stridewise info` from another directory, and the C++
-  # consumer (examples/) built with find_package(stridewise) against the installed package
-  local venv=$ROOT/build-gpu-venv whl=$ROOT/build-gpu-wheel/dist t0
-  rm -rf "$venv" "$whl"
-  # The image's python3 is itself a venv: a nested --system-site-packages venv would see the
-  # base interpreter's packages, not its torch; a .pth adds them (as run.sh does). --without-pip:
-  # pip comes from the image's site-packages through that .pth.
-  "$PY" -m venv --without-pip --system-site-packages "$venv" || return 1
-  "$PY" -c "import site; print('\n'.join(site.getsitepackages()))" \
-    >"$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/_sw_base_site.pth"
-  env -u PYTHONPATH "$venv/bin/python" -c 'import torch, sys; print("venv", sys.prefix, "torch", torch.__version__)' || return 1
-  # What the image lacks, carried as wheels in .whl/ (README: jsonschema and its dependencies)
-  env -u PYTHONPATH "$venv/bin/python" -m pip install --no-index --find-links "$ROOT/.whl" \
-    jsonschema==4.26.0 || return 1
-  local cm="-DCMAKE_CUDA_FLAGS=--split-compile=0"
-  [ -x /usr/bin/g++ ] && cm+=" -DCMAKE_CXX_COMPILER=/usr/bin/g++ -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++"
-  t0=$(date +%s)
-  env -u PYTHONPATH CMAKE_ARGS="$cm" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) "$venv/bin/python" -m pip \
-    wheel --no-build-isolation --no-deps -C build-dir="$ROOT/build-gpu-wheel" -w "$whl" . || return 1
-  echo "wheel built in $(($(date +%s) - t0)) s: $(ls -l "$whl"/*.whl)"
-  t0=$(date +%s)
-  env -u PYTHONPATH "$venv/bin/python" -m pip install --no-deps "$whl"/*.whl || return 1
-  echo "wheel installed in $(($(date +%s) - t0)) s"
-  (cd /tmp && env -u PYTHONPATH "$venv/bin/stridewise" info) || return 1
-  local prefix
-  prefix=$(cd /tmp && env -u PYTHONPATH "$venv/bin/python" -c 'import stridewise; print(stridewise.cmake_prefix_path)')
-  cmake -S examples -B build-gpu-wheel/examples -G Ninja -DCMAKE_PREFIX_PATH="$prefix" \
-    -DPython3_EXECUTABLE="$venv/bin/python" -DCMAKE_CXX_COMPILER=/usr/bin/g++ || return 1
-  cmake --build build-gpu-wheel/examples || return 1
-  build-gpu-wheel/examples/cpp_gather
-}
-
-phase_pytestinstalled() {  # tests against the installed package (phase install), CUDA included
-  cd /tmp && env -u PYTHONPATH -u STRIDEWISE_COMPARE STRIDEWISE_TEST_INSTALLED=1 PATH="$ROOT/build-gpu-venv/bin:$PATH" \
-    "$ROOT/build-gpu-venv/bin/python" -m pytest -q -rfEs -p no:cacheprovider --timeout=600 \
-    --durations=10 --rootdir "$ROOT" ${PYTEST_INSTALLED_ARGS:-$ROOT/tests/test_custom_op.py \
-    $ROOT/tests/test_packaging.py}
-}
-
-phase_benchinstalled() {  # the gather benchmark on the installed package; writes its plot
-  cd /tmp && env -u PYTHONPATH OUT="$LOG" "$ROOT/build-gpu-venv/bin/python" \
-    "$ROOT/bench/bench_gather.py" ${BENCH_ARGS:-}
-}
-
-# The phases run under `timeout` in a child bash, which sees them (and their settings) exported.
-export ROOT PY LOG CUDA_TESTS PYTEST_ARGS=${PYTEST_ARGS:-}
-export -f phase_dumpe2e phase_auditdev san_passes san_last_line phase_bench phase_install phase_pytestinstalled phase_benchinstalled phase_wheels phase_auditfg phase_auditfgall phase_pytestaudit phase_toolchain phase_build phase_buildlib phase_altbuild phase_sanitize phase_racecheck phase_audit phase_ncuscatter phase_pytest \
-  phase_hostbench phase_benchvar phase_benchscattervar phase_benchindex phase_benchindexvar phase_benchadv phase_ncu phase_ncuindex
+# The phases run under `timeout` in a child bash, which sees them (and their settings) exported:
+# every function defined above and in gpu_phases_more.sh.
+export ROOT PY LOG SITE CUDA_TESTS PYTEST_ARGS=${PYTEST_ARGS:-}
+# shellcheck disable=SC2046 # one name per word
+export -f $(declare -F | awk '{print $3}')
 
 note "date: $(date -u +%FT%TZ)"
 note "gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
@@ -553,6 +415,7 @@ for phase in $PHASES; do
     ncu) run_phase ncu 500 bash -c phase_ncu ;;
     ncuindex) run_phase ncuindex 400 bash -c phase_ncuindex ;;
     ncuscatter) run_phase ncuscatter 300 bash -c phase_ncuscatter ;;
+    benchab) run_phase benchab 2400 bash -c phase_benchab ;;
     *) note "$(printf '%-10s unknown phase' "$phase")"; failed=1 ;;
   esac
 done
