@@ -151,6 +151,24 @@ struct AdvIndexOverloads {
     return index_into(self, indices, out, true);
   }
 
+  // ---- _unsafe_index / _unsafe_index_put (what torch.compile's decompositions of upsampling and
+  // of index_put make): ATen's own bodies (CompositeExplicitAutograd), on ours. "Unsafe" there
+  // means unchecked on some backends; ours checks every index all the same.
+  static T unsafe_index(const T& self, const OptTensors& indices) {
+    for (const std::optional<at::Tensor>& i : indices) {  // no mask: the result's shape is static
+      if (!i.has_value() || !i->defined()) continue;
+      const at::ScalarType st = i->scalar_type();
+      TORCH_CHECK(st == at::kLong || st == at::kInt, "_unsafe_index found unexpected index type ",
+                  st);
+    }
+    T out;
+    return index_into(self, indices, out, false);
+  }
+  static T unsafe_index_put(const T& self, const OptTensors& indices, const T& values,
+                            bool accumulate) {
+    return index_put(self, indices, values, accumulate);
+  }
+
   // ---- _index_put_impl_, index_put_ and the functional / out= forms (ATen's: a clone of self
   // with its layout, put into; out= resized to the result and copied, as ATen's generated
   // out= wrappers of these composite ops do)
@@ -310,6 +328,7 @@ struct AdvIndexOverloads {
   static void install_index(torch::Library& m) {
     m.impl("index.Tensor", TORCH_FN(index));
     m.impl("index.Tensor_out", TORCH_FN(index_out));
+    m.impl("_unsafe_index.Tensor", TORCH_FN(unsafe_index));
   }
   static void install_index_put(torch::Library& m) {
     m.impl("index_put_", TORCH_FN(index_put_));
@@ -318,6 +337,7 @@ struct AdvIndexOverloads {
     m.impl("_index_put_impl_", TORCH_FN(put_impl_));
     m.impl("_index_put_impl", TORCH_FN(put_impl));
     m.impl("_index_put_impl.out", TORCH_FN(put_impl_out));
+    m.impl("_unsafe_index_put", TORCH_FN(unsafe_index_put));
   }
   static void install_take(torch::Library& m) {
     m.impl("take", TORCH_FN(take));

@@ -195,6 +195,22 @@ def put(accumulate=False, nc=False):
     return make
 
 
+def upsample():
+    """Nearest 2x upsampling as torch.compile's decomposition writes it: _unsafe_index with a
+    (2H, 1) and a (2W,) index broadcast over an NCHW tensor."""
+    def make(dtype, device, gen, shrink):
+        B, C, H = 8, 64 // min(shrink, 8), 256 // min(shrink, 16)
+        x = _randn((B, C, H, H), dtype, device, gen)
+        ih = (torch.arange(2 * H, device=device) // 2).unsqueeze(1)
+        iw = torch.arange(2 * H, device=device) // 2
+        n = B * C * 4 * H * H
+        return Case((x, ih, iw), lambda x, ih, iw: torch.ops.aten._unsafe_index(x, [None, None, ih, iw]),
+                    f"_unsafe_index(x ({B},{C},{H},{H}), [:, :, ih ({2 * H},1), iw ({2 * H})])",
+                    n * x.element_size() + B * C * H * H * x.element_size() + index_bytes(ih) + index_bytes(iw),
+                    n, False)
+    return make
+
+
 # name -> (maker, routing name, accumulates)
 CASES = {
     "acc": (acc(), "index_put", True),
@@ -213,6 +229,7 @@ CASES = {
     "ij_nc": (two_index(nc=True), "index", False),
     "ij_elems": (two_index(elems=True), "index", False),
     "mask": (mask(), "index", False),
+    "upsample": (upsample(), "index", False),
     "mask_nc": (mask(nc=True), "index", False),
     "mask_put": (mask(write=True), "index_put", False),
     "take": (take(), "take", False),

@@ -4,8 +4,9 @@ the benchmarks built on its driver) and bench_gather.py share.
 - add_args(parser): `--flaggems auto|on|off` (auto: on CUDA when `import flag_gems` works; on:
   also on the CPU, for a stand-in module in the tests; off: never).
 - flag_gems(args, device): the module, imported once per run, or None and why not. Its import
-  is checked not to change the dispatcher's kernels of the ops the benchmarks measure (WATCHED):
-  where it does, ATen's column would be FlagGems', and the reason says so.
+  is checked not to change the dispatcher's kernels of the ops the benchmarks measure (every
+  aten:: packet of stridewise's op table): where it does, ATen's column would be FlagGems', and
+  the reason says so.
 - fg_status(args, device, op, run, verify): whether FlagGems runs the call (its context changes
   the kernel of an aten overload the call reaches), and its result checked once like ours.
   Any error of FlagGems' (absent, not registered, raising, wrong) is a result in the row, never
@@ -32,12 +33,6 @@ FG_FUNCS = {
     "index_fill": ("index_fill", "index_fill_"), "embedding": ("embedding",),
     "embedding_dense_backward": ("embedding_dense_backward", "embedding_backward"),
 }
-# aten packets (every overload) whose kernels the import of flag_gems must leave alone.
-WATCHED = ("index", "index_put_", "index_put", "_index_put_impl_", "take", "put_", "put",
-           "scatter", "scatter_", "scatter_add", "scatter_add_", "scatter_reduce", "scatter_reduce_",
-           "gather", "index_select", "index_add", "index_add_", "index_copy", "index_copy_",
-           "index_reduce", "index_reduce_", "index_fill", "index_fill_", "embedding",
-           "embedding_dense_backward")
 _FG = {}  # the import, tried once per run: {"mod", "why"}
 
 
@@ -52,9 +47,12 @@ def reset():
 
 
 def watched_qualnames():
+    """Every overload of every aten:: packet stridewise routes (its op table): the kernels the
+    import of flag_gems must leave alone."""
+    from stridewise._compile import packets
     from stridewise.audit import coverage
     out = []
-    for name in WATCHED:
+    for name in sorted({p for ps in packets().values() for p in ps}):
         packet = getattr(torch.ops.aten, name, None)
         if packet is not None:
             out += [coverage.qualname(name, o) for o in packet.overloads()]

@@ -1,5 +1,6 @@
 """Advanced indexing's layout matrix (issue 22), driven by the auditor's specs
-(python/stridewise/audit/specs/flat_adv.py: take, put, index.Tensor, index_put) against
+(python/stridewise/audit/specs/flat_adv.py: take, put, index.Tensor, index_put, and the unchecked
+forms _unsafe_index / _unsafe_index_put that torch.compile's decompositions emit) against
 stridewise, with --guard: every operand's storage ends at a guard page, so a read or write one
 element past a view faults.
 
@@ -40,7 +41,11 @@ SPECS = {  # spec -> (stats key, has a values operand)
     "put": ("put", True),
     "index.Tensor": ("index", False),
     "index_put": ("index_put", True),
+    # the unchecked forms (functional only: no out=) on the same routed ops
+    "_unsafe_index": ("index", False),
+    "_unsafe_index_put": ("index_put", True),
 }
+FUNCTIONAL_ONLY = {"_unsafe_index", "_unsafe_index_put"}
 
 
 def check(op: str, device: str, st: dict, rep, errors_counted: bool = True) -> list:
@@ -49,7 +54,10 @@ def check(op: str, device: str, st: dict, rep, errors_counted: bool = True) -> l
     if not s:
         return [f"no stridewise stats for {key!r} (workers wrote {sorted(st)})"]
     want = ["calls", device, "noncontig_self", "noncontig_index", "expanded_index"]
-    want.append("noncontig_src" if has_src else "noncontig_out")
+    if has_src:
+        want.append("noncontig_src")
+    elif op not in FUNCTIONAL_ONLY:
+        want.append("noncontig_out")
     if has_src:
         want.append("expanded_src")
     return stats_check(op, key, s, rep, want, errors_counted)
@@ -69,7 +77,7 @@ def test_cpu_matrix_passes_on_stridewise(sw, tmp_path, op):
     ids = [c[0] for c in rep["cases"]]
     # the cases the issue names are in the matrix (and passed: failed == 0 above)
     assert any("/i32/" in c for c in ids) and any("idx=expand" in c and "/neg/" in c for c in ids), _why(rep)
-    if op in ("index.Tensor", "index_put"):
+    if op in ("index.Tensor", "index_put", "_unsafe_index_put"):
         assert any("pat=mask" in c for c in ids) and any("pat=bcast" in c for c in ids), _why(rep)
     st = summed_stats(stats_dir)
     problems = check(op, "cpu", st, rep)

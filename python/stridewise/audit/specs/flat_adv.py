@@ -167,6 +167,20 @@ SPECS = [
         count_call=A + "index_put.default(self, idx, src, True)", write_check=index_put_write_check,
         params={"accumulate": ["0", "1"], "pat": ["one", "two", "split", "mask", "bcast"]}, min_rank=1,
         aten=("index_put", "index_put_", "index_put.out")),
+    # the unchecked forms torch.compile's decompositions emit (upsampling, index_put): no masks in
+    # _unsafe_index (ATen refuses them), functional only
+    OpSpec(
+        "_unsafe_index", "flat_adv", index_plan,
+        {"func": A + "_unsafe_index.Tensor(self, idx)"},
+        operands=("self", "idx"), params={"pat": ["one", "two", "split", "bcast"]}, min_rank=1,
+        aten=("_unsafe_index.Tensor",)),
+    OpSpec(
+        "_unsafe_index_put", "flat_adv", index_put_plan,
+        {"func": A + "_unsafe_index_put.default(self, idx, src, accumulate)"},
+        operands=("self", "idx", "src"), compare="accum", accum=_acc_or_write,
+        count_call=A + "index_put.default(self, idx, src, True)", write_check=index_put_write_check,
+        params={"accumulate": ["0", "1"], "pat": ["one", "two", "split", "mask", "bcast"]}, min_rank=1,
+        aten=("_unsafe_index_put",)),
     OpSpec(
         "embedding", "flat_adv", embedding_plan,
         {"func": A + "embedding.default(self, idx)", "out": A + "embedding.out(self, idx, out=out)"},
