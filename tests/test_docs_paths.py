@@ -3,10 +3,11 @@ docs fails here, naming each stale reference at once.
 
 Scanned: docs/*.md and README.md. A path is a backticked span (or a word of one, as in
 `python3 bench/bench_index.py --quick`) that starts with one of the repository's top-level
-directories, contains a '/', and ends in a file extension or in '/'. Skipped: globs and
-placeholders (``*``, ``?``, ``<...>``, ``{...}``, ``[...]``, ``$VAR``) and ``build*/`` trees. A
-``:line`` or ``#anchor`` suffix is dropped. It must be a file git tracks (git ls-files) or a
-directory that holds one.
+directories, contains a '/', and ends in a file extension or in '/'. Skipped: placeholders
+(``<...>``, ``{...}``, ``[...]``, ``$VAR``) and ``build*/`` trees. A ``:line`` or ``#anchor``
+suffix is dropped. It must be a file git tracks (git ls-files) or a directory that holds one; a
+glob (``core/src/*.cu``, ``*`` and ``?`` within one path component) must match at least one
+tracked file: a glob that matches nothing is as stale as a missing path.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ PRODUCED = {
 }
 
 _SPAN = re.compile(r"`([^`\n]+)`")
-_PLACEHOLDER = re.compile(r"[*?<>{}\[\]$]")
+_PLACEHOLDER = re.compile(r"[<>{}\[\]$]")
 _EXT = re.compile(r"\.[A-Za-z0-9]+$")
 
 
@@ -61,12 +62,20 @@ def paths_in(text: str, tops: set) -> list:
     return out
 
 
+def _glob_matches(pattern: str, files: set) -> bool:
+    rx = re.compile("".join("[^/]*" if c == "*" else "[^/]" if c == "?" else re.escape(c)
+                            for c in pattern) + ("" if pattern.endswith("/") else "$"))
+    return any(rx.match(f) for f in files)
+
+
 def missing(files: set, dirs: set) -> list:
     tops = {d.split("/")[0] for d in dirs}
     bad = []
     for doc in doc_files():
         for ln, p in paths_in(doc.read_text(), tops):
             if p in PRODUCED or p in files or (p.endswith("/") and p in dirs):
+                continue
+            if ("*" in p or "?" in p) and _glob_matches(p, files):
                 continue
             bad.append(f"{doc.relative_to(ROOT)}:{ln}: `{p}`")
     return bad
@@ -86,8 +95,12 @@ def test_the_scan_finds_paths_and_skips_placeholders():
             "`OpCode::kFoo` `a/b` `docs/x.md#part` `core/src/a.cu:12` `--out=tests/r.json`\n"
             "`unknown/c.py`")
     got = paths_in(text, {"core", "bench", "tests", "scripts", "docs"})
-    assert got == [(1, "core/src/a.cu"), (1, "bench/b.py"), (1, "tests/x/"), (1, "docs/x.md"),
-                   (1, "core/src/a.cu"), (1, "tests/r.json")]
+    assert got == [(1, "core/src/a.cu"), (1, "bench/b.py"), (1, "tests/x/"), (1, "core/src/*.cu"),
+                   (1, "docs/x.md"), (1, "core/src/a.cu"), (1, "tests/r.json")]
+    files = {"core/src/a.cu", "core/src/gather/b.cu"}
+    assert _glob_matches("core/src/*.cu", files) and _glob_matches("core/src/g*/", files)
+    assert not _glob_matches("core/src/*.cpp", files)
+    assert not _glob_matches("core/*.cu", files)  # '*' stays within one directory
 
 
 def test_produced_paths_are_not_tracked():
