@@ -200,13 +200,15 @@ def test_the_graph_sees_relative_and_in_function_imports():
     mods = {"p": (None, True), "p.a": (None, False), "p.b": (None, False), "p.q": (None, True),
             "p.q.c": (None, False)}
     tree = ast.parse("from . import b\nfrom .q import c, NAME\nimport p.q.c\n"
-                     "def f():\n    from ..p import a\n")
+                     "def f():\n    from .q.c import X\n")
     got = [import_targets(n, "p.a", False, mods) for n in ast.walk(tree)
            if isinstance(n, (ast.Import, ast.ImportFrom))]
-    assert got == [["p.b"], ["p.q.c", "p.q"], ["p.q.c"], ["p.a"]]
+    assert got == [["p.b"], ["p.q.c", "p.q"], ["p.q.c"], ["p.q.c"]]
+    assert import_targets(ast.parse("from ..b import Y").body[0], "p.q.c", False, mods) == ["p.b"]
     # in a package's __init__, `from . import c` is its submodule; a name that is no submodule
     # comes from the package itself (an edge to itself, which is no circle: dropped later)
     assert import_targets(ast.parse("from . import c").body[0], "p.q", True, mods) == ["p.q.c"]
+    assert import_targets(ast.parse("from . import NAME").body[0], "p.q", True, mods) == ["p.q"]
     g = {"x": {"y": [(1, "top")]}, "y": {"z": [(3, "in-function")]}, "z": {"x": [(2, "top")]},
          "w": {"x": [(1, "top")]}}
     assert cycles(g) == [(["x", "y", "z", "x"], ["x", "y", "z"])]
