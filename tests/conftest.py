@@ -65,7 +65,7 @@ if isinstance(_SW_IMPORT, Exception):
     _stub.__stridewise_import_error__ = _SW_IMPORT
     sys.modules["stridewise"] = _stub
 
-from stridewise.testing import specs  # noqa: E402
+from stridewise.audit.specs import gather_layouts as specs  # noqa: E402
 
 _env_seed = os.environ.get("STRIDEWISE_SEED")
 BASE_SEED = int(_env_seed) if _env_seed else random.SystemRandom().randrange(1, 1 << 31)

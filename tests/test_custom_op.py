@@ -22,7 +22,7 @@ import pytest
 import torch
 
 from conftest import DEVICES, PYDIR, fail_msg
-from stridewise.testing import specs
+from stridewise.audit.specs import gather_layouts as specs
 
 # torch.Tag.out (torch 2.13 has it; 2.11, the H200 image's, does not): without it,
 # functionalization refuses a custom op whose return aliases its out= argument, so on such a

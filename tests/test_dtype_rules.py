@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from stridewise.testing import specs
+from stridewise.audit.specs import gather_layouts as specs
 
 NO_ARITH = [torch.uint16, torch.uint32, torch.uint64, torch.complex32, torch.float8_e4m3fn,
             torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz, torch.float8_e8m0fnu]

@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from conftest import DEVICES, fail_msg
-from stridewise.testing import specs
+from stridewise.audit.specs import gather_layouts as specs
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

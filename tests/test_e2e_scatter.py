@@ -67,7 +67,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from conftest import BASE_SEED, DEVICES, fail_msg
-from stridewise.testing import accuracy, specs
+from stridewise.testing import accuracy
+from stridewise.audit.specs import gather_layouts as specs
 
 # Deterministic cuBLAS for the use_deterministic_algorithms(True) runs on CUDA.
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")

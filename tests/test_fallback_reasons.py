@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from stridewise.testing import specs
+from stridewise.audit.specs import gather_layouts as specs
 
 def _r(shape, g, dtype=torch.float32):
     return torch.randn(shape, generator=g).to(dtype)

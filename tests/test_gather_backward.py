@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from conftest import DEVICES, fail_msg
-from stridewise.testing import layouts, specs
-from stridewise.testing.specs import GatherCase
+from stridewise.testing import layouts
+from stridewise.audit.specs import gather_layouts as specs
+from stridewise.audit.specs.gather_layouts import GatherCase
 
 INDEX_LAYOUTS = ["contiguous", "expand", "expand_all", "transpose", "compound", "step_slice"]
 TOL = {torch.float64: dict(rtol=1e-12, atol=1e-12), torch.float32: dict(rtol=1e-5, atol=1e-6)}

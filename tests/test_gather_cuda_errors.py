@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from conftest import CUDA_SKIP, fail_msg
-from stridewise.testing import specs
+from stridewise.audit.specs import gather_layouts as specs
 
 pytestmark = [pytest.mark.cuda_errors]
 

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from conftest import DEVICES, fail_msg
-from stridewise.testing import layouts, specs
+from stridewise.testing import layouts
+from stridewise.audit.specs import gather_layouts as specs
 
 
 def _arg_cases(device, g):

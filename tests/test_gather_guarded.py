@@ -27,7 +27,8 @@ CHILD = textwrap.dedent(r'''
     sys.path.insert(0, sys.argv[1])
     import torch
     import stridewise
-    from stridewise.testing import specs, layouts
+    from stridewise.testing import layouts
+    from stridewise.audit.specs import gather_layouts as specs
 
     PAGE = mmap.PAGESIZE
     libc = ctypes.CDLL(None, use_errno=True)

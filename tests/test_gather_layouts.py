@@ -1,7 +1,7 @@
 """The layout matrix for gather: every case is compared bitwise with native torch.gather on
 the same device (and on CUDA also with the CPU result), with inputs' storages checked
 untouched, out= checked in place, and the stats checked (calls, device, noncontig_*,
-copies == 0). See python/stridewise/testing/specs.py for what one check does.
+copies == 0). See python/stridewise/audit/specs/gather_layouts/ for what one check does.
 
 Runners: "op" = torch.ops.stridewise.gather(.out); "aten" = torch.gather under
 stridewise.use(include=['gather']); "method" = Tensor.gather; "take_along_dim".
@@ -14,8 +14,9 @@ import pytest
 import torch
 
 from conftest import DEVICES, fail_msg
-from stridewise.testing import layouts, specs
-from stridewise.testing.specs import GatherCase, RUNNERS, check_gather
+from stridewise.testing import layouts
+from stridewise.audit.specs import gather_layouts as specs
+from stridewise.audit.specs.gather_layouts import GatherCase, RUNNERS, check_gather
 
 
 def _run(case, runner, device, seed):

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from conftest import DEVICES, fail_msg
-from stridewise.testing import specs
-from stridewise.testing.specs import GatherCase, RUNNERS, check_gather
+from stridewise.audit.specs import gather_layouts as specs
+from stridewise.audit.specs.gather_layouts import GatherCase, RUNNERS, check_gather
 
 OUT_LAYOUTS = ["transpose", "step_slice", "offset", "permute", "compound_writable",
                "step_slice@0:3", "offset@7"]

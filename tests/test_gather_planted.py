@@ -29,8 +29,8 @@ import contextlib
 import pytest
 import torch
 
-from stridewise.testing import specs
-from stridewise.testing.specs import GatherCase, Runner, check_gather
+from stridewise.audit.specs import gather_layouts as specs
+from stridewise.audit.specs.gather_layouts import GatherCase, Runner, check_gather
 
 
 # --- a correct Python gather and its broken variants --------------------------------------

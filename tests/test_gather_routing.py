@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from conftest import DEVICES
-from stridewise.testing import specs
+from stridewise.audit.specs import gather_layouts as specs
 
 
 def _gather_stats(sw):

@@ -26,7 +26,8 @@ import pytest
 import torch
 
 from conftest import BASE_SEED, CUDA_SKIP, DEVICES
-from stridewise.testing import layouts, specs
+from stridewise.testing import layouts
+from stridewise.audit.specs import gather_layouts as specs
 
 OP = ["index_fill"]
 # The dtypes ATen's CPU and CUDA index_fill kernels take (uint16/32/64 and float8: ATen refuses).

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from stridewise.testing import specs
+from stridewise.audit.specs import gather_layouts as specs
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32,
           torch.int16, torch.int8, torch.uint8, torch.bool, torch.complex64, torch.complex128]

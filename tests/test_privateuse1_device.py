@@ -457,7 +457,7 @@ if __name__ == "__main__" and len(sys.argv) == 5 and sys.argv[1] == "--worker":
 # ---------------------------------------------------------------------------------------------
 
 from conftest import BASE_SEED, PYDIR, SWDEV_LIB, require_swdev  # noqa: E402
-from stridewise.testing import specs  # noqa: E402
+from stridewise.audit.specs import gather_layouts as specs  # noqa: E402
 
 
 def run_checks(names) -> None:

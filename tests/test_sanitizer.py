@@ -13,7 +13,8 @@ import warnings
 import pytest
 import torch
 
-from stridewise.testing import sanitizer, specs
+from stridewise.testing import sanitizer
+from stridewise.audit.specs import gather_layouts as specs
 
 A = torch.ops.aten
 

@@ -23,7 +23,8 @@ import pytest
 import torch
 
 from conftest import DEVICES, fail_msg
-from stridewise.testing import accuracy, specs
+from stridewise.testing import accuracy
+from stridewise.audit.specs import gather_layouts as specs
 
 ROUTE = ["scatter", "scatter_add", "scatter_reduce", "gather"]
 REDUCES = ["sum", "prod", "mean", "amax", "amin"]

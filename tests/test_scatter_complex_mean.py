@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from stridewise.testing import specs
+from stridewise.audit.specs import gather_layouts as specs
 
 DTYPES = [torch.complex64, torch.complex128]
 SPECIALS = [float("inf"), -float("inf"), float("nan"), -0.0, 0.0]

@@ -24,7 +24,7 @@ import pytest
 import torch
 
 from conftest import PYDIR
-from stridewise.testing import specs
+from stridewise.audit.specs import gather_layouts as specs
 
 DTYPES = [torch.complex64, torch.complex128]
 

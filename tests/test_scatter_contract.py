@@ -42,7 +42,8 @@ import torch
 from conftest import CUDA_SKIP, DEVICES, fail_msg
 from stridewise.audit.oracle import run_call
 from stridewise.audit.specs import SPECS as AUDIT_SPECS
-from stridewise.testing import accuracy, specs
+from stridewise.testing import accuracy
+from stridewise.audit.specs import gather_layouts as specs
 
 
 @dataclass(frozen=True)

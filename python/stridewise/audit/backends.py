@@ -188,3 +188,17 @@ def flush_of(spec: dict):
     as the call's."""
     f = spec.get("flush")
     return resolve(f)[0] if f else None
+
+
+def literal(b):
+    """The backend spec ``b`` (parse(), with its flush) as the Python literal a repro script
+    embeds (repro.py, large.py): what the script imports and calls to enable the backend."""
+    if not b:
+        return "None"
+    lit = {"module": b["module"], "call": b["call"], "args": b["args"],
+           "kwargs": b.get("kwargs", {}), "path": b["path"]}
+    if b.get("flush"):
+        f = b["flush"]
+        lit["flush"] = {"module": f["module"], "call": f["call"], "args": f["args"],
+                        "kwargs": f.get("kwargs", {}), "path": f["path"]}
+    return repr(lit)

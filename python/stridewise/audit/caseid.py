@@ -20,6 +20,8 @@ import re
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
+from .layout_names import ALL_LAYOUTS, known_layout
+
 VARIANTS = ("func", "inplace", "out")
 KINDS = ("rand", "wide", "dup", "neg", "oob", "oobneg", "oobbig", "empty", "large")
 IDX_DTYPES = {"i64": "int64", "i32": "int32", "ibool": "bool"}
@@ -95,8 +97,6 @@ def _pstr(v) -> str:
 def parse_case_id(text: str, operands=None, param_keys=None) -> Case:
     """Parse a (possibly abbreviated) case id. ``operands``/``param_keys`` route ``k=v`` pairs;
     when not given, names of known layouts decide (a value that is a layout name is a layout)."""
-    from .gen import ALL_LAYOUTS, known_layout
-
     toks = [t for t in text.strip().strip("/").split("/") if t]
     if not toks:
         raise CaseIdError("empty case id")

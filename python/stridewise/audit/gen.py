@@ -14,6 +14,7 @@ import torch
 
 from ..testing import layouts as L
 from .caseid import IDX_DTYPES, Case
+from .layout_names import ALL_LAYOUTS, EXTRA_LAYOUTS, known_layout  # noqa: F401 (re-exported)
 
 DTYPES = {
     "float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
@@ -179,21 +180,6 @@ def build(spec, case: Case) -> Built:
         tensors[name] = made if isinstance(what, list) else made[0]
     written = {"inplace": "self", "out": "out"}.get(case.variant)
     return Built(case, tensors, dict(plan.scalars), written)
-
-
-EXTRA_LAYOUTS = ("expand_nondim",) + tuple(
-    k for k in ("compound_writable", "deep_compound") if k in getattr(L, "EXTRA_GENERATORS", {}))
-ALL_LAYOUTS = tuple(L.LAYOUTS) + EXTRA_LAYOUTS
-
-
-def known_layout(name: str) -> bool:
-    if name in ALL_LAYOUTS:
-        return True
-    try:
-        getattr(L, "generator_for")(name)
-        return True
-    except Exception:  # noqa: BLE001
-        return False
 
 
 def make_layout(kind: str, shape, make, rng: random.Random, dim=None) -> torch.Tensor:

@@ -5,7 +5,7 @@ view), inputs modified, missing errors, spurious errors (raised where native ATe
 device asserts. Spurious errors come in a few distinct messages, each raised on many cases
 (``KeyError: 'complex128'`` on every complex128 case): they are grouped by exception type and
 message, with numbers, quoted names and shapes normalised, so that one line stands for each
-distinct bug; each group is diagnosed on its own (diagnose.py), so its predicate says what
+distinct bug; each group is diagnosed on its own (explain.py), so its predicate says what
 the cases share ("when the dtype is complex128"), and a noisy group never hides the wrong
 values beside it.
 """
@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import re
 
-from . import diagnose
+from . import explain
+from .features import predicates
 
 # (class, title, (status, reasons or None for any reason))
 CLASSES = (
@@ -93,7 +94,7 @@ def groups(results, preds=None) -> list:
     """The failing results of one op by harm class, most harmful first: a list of
     {"class", "title", "cases", "results", "groups", "diagnosis", "why", "example"}; "groups"
     splits the spurious errors by (exception type, normalised message) and the missing errors by
-    what native raises, biggest first, each with its own results and diagnosis (diagnose.diagnose_class: the class's cases against the
+    what native raises, biggest first, each with its own results and diagnosis (explain.diagnose_class: the class's cases against the
     passing ones)."""
     considered = [r for r in results if r.verdict.status not in ("skip", "unsupported", "known")]
     by: dict = {}
@@ -102,10 +103,10 @@ def groups(results, preds=None) -> list:
         if h is not None:
             by.setdefault(h, []).append(r)
     if by and preds is None:
-        preds = diagnose.predicates(considered)
+        preds = predicates(considered)
 
     def diagnosed(d: dict, cls: str, rs: list) -> dict:
-        dg = diagnose.diagnose_class("", cls, rs, considered, preds, d)
+        dg = explain.diagnose_class("", cls, rs, considered, preds, d)
         d.update(diagnosis=dg, predicate=dg.predicate, example=dg.example,
                  why=dg.text if dg.predicate != "none" else "")
         return d

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .backends import literal as backend_literal
 from .caseid import make_case
 from .oracle import Verdict, is_unsupported, run_call
 
@@ -68,9 +69,10 @@ def big_zeros(device: torch.device) -> torch.Tensor:
     return torch.zeros(N, dtype=torch.uint8, device=device)
 
 
-def execute(spec, case, device) -> dict:
-    from .worker import classify_error, synchronize
-
+def execute(spec, case, device, synchronize, classify_error) -> dict:
+    """Run one probe in the worker. ``synchronize`` and ``classify_error`` are the worker's
+    (worker.execute passes them, as it does to grad.py): large.py sits below worker.py, and a
+    simulated device (tests/planted_backend/cuda_sim.py) replaces worker.synchronize."""
     op = case.op
     self_ = big_zeros(device)
     if op in READ:
@@ -142,8 +144,6 @@ def judge(spec, built, ref, ans, tol) -> Verdict:
 
 
 def _repro(b, res, device, backend, diagnosis) -> str:
-    from .repro import _backend_literal
-
     op = b.case.op
     write = op in WRITE
     vals = WRITE[op][1] if write else VALS
@@ -167,7 +167,7 @@ if len(ARGS) > 1 or any(a.startswith("-") for a in ARGS):
     print(f"usage: python3 {{sys.argv[0]}} [DEVICE] [--native]", file=sys.stderr)
     sys.exit(2)
 DEVICE = torch.device(ARGS[0] if ARGS else {device!r})
-BACKEND = {_backend_literal(backend)}
+BACKEND = {backend_literal(backend)}
 N = {N}
 P = {P}
 VALS = {vals}

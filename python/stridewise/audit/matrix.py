@@ -20,7 +20,7 @@ from typing import Optional
 
 from ..testing.layouts import LAYOUTS
 from .caseid import Case, make_case
-from .gen import EXTRA_LAYOUTS
+from .layout_names import EXTRA_LAYOUTS
 
 RANKS_FULL = (0, 1, 2, 3, 4, 5, 6, 7, 8, 10)
 RANKS_QUICK = (0, 1, 2, 3, 6, 10)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from .backends import literal as backend_literal
 from .gen import DTYPE_NAME, extent, flat_storage, storage_elems
 from .oracle import covered
 from .specs.base import bits
@@ -234,7 +235,7 @@ def script(res, spec, device: str, backend: dict | None, guard, diagnosis: str =
         'nan, inf = float("nan"), float("inf")',
         f"DEVICE = torch.device(ARGS[0] if ARGS else {device!r})",
         f"GUARD = {bool(guard)}",
-        f"BACKEND = {_backend_literal(backend)}",
+        f"BACKEND = {backend_literal(backend)}",
     ]
     if memory != "plain":
         lines += ["", "# ---- guard pages (inlined from stridewise/audit/guard.py) " + "-" * 30,
@@ -310,18 +311,6 @@ def script(res, spec, device: str, backend: dict | None, guard, diagnosis: str =
 
         lines[-1] = repro_check(res, spec, _lit, _tensor_expr, guard)
     return "\n".join(lines)
-
-
-def _backend_literal(b):
-    if not b:
-        return "None"
-    lit = {"module": b["module"], "call": b["call"], "args": b["args"],
-           "kwargs": b.get("kwargs", {}), "path": b["path"]}
-    if b.get("flush"):
-        f = b["flush"]
-        lit["flush"] = {"module": f["module"], "call": f["call"], "args": f["args"],
-                        "kwargs": f.get("kwargs", {}), "path": f["path"]}
-    return repr(lit)
 
 
 def _expectation(res, spec, tol_text) -> list:

@@ -27,75 +27,11 @@ import tempfile
 import time
 import traceback
 from collections import Counter
-from dataclasses import dataclass, field
 from multiprocessing.connection import wait as mp_wait
-from typing import Any, Optional
+from typing import Optional
 
-from . import diagnose, gen, known, oracle, schedule, timing
-
-
-@dataclass
-class RunConfig:
-    device: str = "cpu"
-    backend: Optional[dict] = None
-    imports: tuple = ()
-    guard: bool = False
-    # the poisoned-margin check (guard.MarginAlloc): the default on a device without guard pages
-    margin: bool = False
-    jobs: int = 1
-    timeout: float = 120.0
-    threads: int = 1
-    start_method: str = "auto"
-    log_dir: Optional[str] = None
-    keep_logs: bool = False
-    apply_known: bool = True
-    tol: oracle.Tolerance = field(default_factory=oracle.Tolerance)
-    startup_timeout: float = 600.0
-    # a worker that printed a device-side assertion during a case and has not answered this many
-    # seconds later is stuck (typically in synchronize on the poisoned context): kill it then
-    # instead of waiting for --timeout
-    assert_grace: float = 10.0
-    # warm spares: worker processes started ahead, so that a slot whose worker crashed (or
-    # asserted, or hung) goes on at once instead of starting one (cli: --spares)
-    spares: int = 0
-    schedule: str = "affinity"  # schedule.py: affinity (by kernel) | order
-    # with a backend: also run the cases of variants the backend registers no kernel for
-    # (coverage.py says "native"); by default they are not run (status native, reason not-run)
-    run_native: bool = False
-    # stop handing out cases this many seconds after the start (0: never); the rest are
-    # reported as skip/deadline: a partial report instead of none when device time runs out
-    deadline: float = 0.0
-    # --grad: each differentiable case also runs backward (grad.py), judged in finish()
-    grad: bool = False
-
-
-@dataclass
-class CaseResult:
-    case: Any
-    verdict: oracle.Verdict
-    features: dict = field(default_factory=dict)
-    seconds: float = 0.0
-    replay: Optional[dict] = None
-    known: Optional[str] = None
-    exc: Optional[str] = None  # the candidate's exception, "Type: message"
-    repro: Optional[str] = None
-    built: Any = None  # CPU inputs (kept for failures: repro scripts)
-    ref: Any = None
-    # with a backend: who ran the case's call (coverage.classify): backend | composite | native |
-    # unknown; a passing case that ran natively has the status "native"
-    ran_by: Optional[str] = None
-    timing: dict = field(default_factory=dict)  # the worker's seconds per part (timing.py)
-    worker: Optional[list] = None  # [slot, pid] of the worker that answered
-    # what the verdict rests on, when not the usual (native CPU oracle vs the device's answer):
-    # e.g. the native CPU oracle alone, for a case not run under compute-sanitizer
-    oracle: Optional[str] = None
-    # --grad: the backward of a differentiable case whose forward passed: {"status", "reason",
-    # "detail", "upstream" (its layout), "ops" (aten ops the candidate's backward ran),
-    # "native_ops"}; a failing backward is also the case's verdict (reason backward-*)
-    grad: Optional[dict] = None
-    grad_ref: Any = None  # ... and native's backward (grad.GradRef) for a backward finding (repro)
-
-
+from . import diagnose, gen, known, oracle, sanitize, schedule, timing
+from .results import CaseResult, RunConfig  # noqa: F401 (re-exported: cli and tests import them here)
 from .slots import (  # noqa: F401 (AuditError and _Slot are re-exported)
     _ASSERT_PRINTED, AuditError, _line, _log_since, _signal_name, _Slot,
     _tail, _where, start_method)
@@ -325,8 +261,6 @@ class Runner:
     def _not_run_under_sanitizer(self, cases, results: list) -> list:
         """Under compute-sanitizer memcheck on CUDA: the cases ATen's own kernel would run and
         that memcheck flags in it are not run (sanitize.py)."""
-        from . import sanitize
-
         return sanitize.not_run_under_sanitizer(self, cases, results)
 
     def _overloads(self, case) -> list:

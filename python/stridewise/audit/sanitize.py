@@ -13,14 +13,13 @@ same bug is its finding).
 """
 from __future__ import annotations
 
+from ..testing import sanitizer
 from . import known, oracle
+from .results import CaseResult
 
 
 def not_run_under_sanitizer(runner, cases, results: list) -> list:
     """The cases to run; the others become results (see the module docstring)."""
-    from ..testing import sanitizer
-    from .runner import CaseResult
-
     tool = sanitizer.sanitizer()
     if runner.device_type != "cuda" or not sanitizer.memcheck_active():
         return list(cases)

@@ -25,7 +25,7 @@ import warnings
 
 import torch
 
-from . import gen, grad
+from . import gen, grad, large
 from .oracle import run_call
 
 # A device error after which the context is unusable: the worker reports it and exits.
@@ -122,9 +122,7 @@ def execute(spec, case, device: torch.device, alloc=None, times=None) -> dict:
     seconds of its parts: build, materialize, call (+ synchronize + flush), pack."""
     tm, t = ({} if times is None else times), time.perf_counter()
     if case.kind == "large":
-        from . import large
-
-        ans = large.execute(spec, case, device)
+        ans = large.execute(spec, case, device, synchronize, classify_error)
         _lap(tm, "call", t)
         return ans
     built = gen.build(spec, case)
@@ -279,7 +277,7 @@ def _coverage_before(device: torch.device) -> tuple:
     small valid case per parameter combination). Once per worker: about 10 ms."""
     import itertools
 
-    from . import coverage, large
+    from . import coverage
     from .caseid import make_case
     from .oracle import quiet_native
     from .specs import SPECS
