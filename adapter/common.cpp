@@ -302,10 +302,6 @@ bool deterministic_call(OpStats& stats) {
   return on;
 }
 
-void check_plan(OpCode op, const at::Tensor& self, Status st, const ErrorDetail& err) {
-  if (st != Status::kOk) throw_status(op_name(op), self.is_cuda() ? "cuda" : "cpu", st, err);
-}
-
 // ---- overrides and hooks ----------------------------------------------------------------------
 
 namespace {

@@ -66,7 +66,11 @@ Prep entry(OpCode code, Op& op) {
 // Whether torch's deterministic mode is on for this call; counted in `stats` when it is.
 bool deterministic_call(OpStats& stats);
 
-// A core plan's status: returns on kOk, raises any other with the device's wording.
-void check_plan(OpCode op, const at::Tensor& self, Status st, const ErrorDetail& err);
+// The core's plan of a prepared call (its args set): kRun (kVectorized counted where the plan
+// moves vectors); kFallback where the core declines it (kUnsupported, counted core_declined);
+// any other refusal raised with the wording of self's device. Defined in entry.cpp for the call
+// types of every family.
+template <class Call>
+Prep plan_call(OpCode op, const at::Tensor& self, Call* call);
 
 }  // namespace stridewise::adapter

@@ -68,14 +68,11 @@ Prep gather_prepare(const at::Tensor& self, int64_t dim, const at::Tensor& index
   }
   a.dim = wrapped;
 
-  ErrorDetail err;
-  const Status st = plan_gather(a, &call->plan, &err);
-  check_plan(OpCode::kGather, self, st, err);
-
-  OpStats& s = op_stats(OpCode::kGather);
-  count_layouts(s, self, index, nullptr, out, !call->plan.loop.fits_int32);
-  if (call->plan.vec > 1) s.bump(kVectorized);
-  return Prep::kRun;
+  const Prep p = plan_call(OpCode::kGather, self, call);
+  if (p == Prep::kRun)
+    count_layouts(op_stats(OpCode::kGather), self, index, nullptr, out,
+                  !call->plan.loop.fits_int32);
+  return p;
 }
 
 void gather_aten(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad,

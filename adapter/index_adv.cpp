@@ -43,18 +43,6 @@
 
 namespace stridewise::adapter {
 
-Prep make_index_k_plan(IndexKCall* call, OpStats& stats, const at::Tensor& self) {
-  ErrorDetail err;
-  const Status st = plan_index_k(call->args, &call->plan, &err);
-  if (st == Status::kUnsupported) {
-    stats.fall_back(Fallback::kCoreDeclined);
-    return Prep::kFallback;
-  }
-  check_plan(call->args.desc.op, self, st, err);
-  if (call->plan.vec > 1) stats.bump(kVectorized);
-  return Prep::kRun;
-}
-
 bool adv_same_device(const at::Tensor& self, const OptTensors* indices,
                      std::initializer_list<const at::Tensor*> others) {
   const c10::Device d = self.device();
@@ -142,7 +130,7 @@ Prep prepare_index(const at::Tensor& self, const OptTensors& indices, at::Tensor
   a.out = to_view(out, "index", "out", /*writable=*/true);
   a.desc = IndexedOpDesc{OpCode::kIndex, IndexRole::kRead, Combine::kCopy, true, /*wraps=*/true};
   promote_all(&a, false);
-  const Prep p = make_index_k_plan(call, stats, self);
+  const Prep p = plan_call(call->args.desc.op, self, call);
   if (p == Prep::kRun)
     count_layouts(stats, self, telling_index(t), nullptr, out, !call->plan.loop.fits_int32);
   return p;
@@ -241,7 +229,7 @@ Prep prepare_index_put(const at::Tensor& self, const OptTensors& indices, const 
   a.desc = IndexedOpDesc{OpCode::kIndexPut, IndexRole::kWrite, c, true, /*wraps=*/true};
   a.deterministic = deterministic;
   promote_all(&a, true);
-  const Prep p = make_index_k_plan(call, stats, self);
+  const Prep p = plan_call(call->args.desc.op, self, call);
   if (p == Prep::kRun)
     count_layouts(stats, self, telling_index(t), &values, self, !call->plan.loop.fits_int32);
   return p;
@@ -297,7 +285,7 @@ Prep prepare_take(const at::Tensor& self, const at::Tensor& index, at::Tensor& o
   a.out = to_view(out, "take", "out", /*writable=*/true);
   a.desc = IndexedOpDesc{OpCode::kTake, IndexRole::kRead, Combine::kCopy, true, /*wraps=*/true};
   promote_all(&a, false);
-  const Prep p = make_index_k_plan(call, stats, self);
+  const Prep p = plan_call(call->args.desc.op, self, call);
   if (p == Prep::kRun) count_layouts(stats, self, index, nullptr, out, !call->plan.loop.fits_int32);
   return p;
 }
@@ -348,7 +336,7 @@ Prep prepare_put(const at::Tensor& self, const at::Tensor& index, const at::Tens
   a.desc = IndexedOpDesc{OpCode::kPut, IndexRole::kWrite, c, true, /*wraps=*/true};
   a.deterministic = deterministic;
   promote_all(&a, true);
-  const Prep p = make_index_k_plan(call, stats, self);
+  const Prep p = plan_call(call->args.desc.op, self, call);
   if (p == Prep::kRun)
     count_layouts(stats, self, index, &source, self, !call->plan.loop.fits_int32);
   return p;

@@ -81,10 +81,6 @@ struct FillValue {
 Prep prepare_index_fill(at::Tensor& self, int64_t dim, const at::Tensor& index,
                         const FillValue& value, IndexKCall* call);
 
-// Plans call->args: kRun (vectorized counted), kFallback (the core declines: kUnsupported,
-// counted), or the core's refusal raised.
-Prep make_index_k_plan(IndexKCall* call, OpStats& stats, const at::Tensor& self);
-
 // Raises a non-ok core status on the CPU with ATen's wording: IndexError "index 5 is out of
 // bounds for dimension 0 with size 5" (dimension = the index tensor's place among the indexed
 // dims, as ATen counts) for index/index_put_, "out of range: tried to access index 10 on a

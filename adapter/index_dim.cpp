@@ -183,15 +183,10 @@ Prep prepare_index_scatter(const IndexScatter& req, ScatterForm form, const at::
     a.has_alpha = true;
   }
 
-  ErrorDetail err;
-  const Status st = plan_scatter(a, &call->plan, &err);
-  if (st == Status::kUnsupported) {
-    stats.fall_back(Fallback::kCoreDeclined);
-    return Prep::kFallback;
-  }
-  check_plan(req.op, self, st, err);
-  count_layouts(stats, self, index, &source, out, !call->plan.elems.fits_int32);
-  return Prep::kRun;
+  const Prep p = plan_call(req.op, self, call);
+  if (p == Prep::kRun)
+    count_layouts(stats, self, index, &source, out, !call->plan.elems.fits_int32);
+  return p;
 }
 
 Prep prepare_index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index,
@@ -234,12 +229,9 @@ Prep prepare_index_select(const at::Tensor& self, int64_t dim, const at::Tensor&
   a.index = index_along(index, a.out, d, "index_select");
   a.dim = d;
   a.op = OpCode::kIndexSelect;
-  ErrorDetail err;
-  const Status st = plan_gather(a, &call->plan, &err);
-  check_plan(OpCode::kIndexSelect, self, st, err);
-  count_layouts(stats, self, index, nullptr, out, !call->plan.loop.fits_int32);
-  if (call->plan.vec > 1) stats.bump(kVectorized);
-  return Prep::kRun;
+  const Prep p = plan_call(OpCode::kIndexSelect, self, call);
+  if (p == Prep::kRun) count_layouts(stats, self, index, nullptr, out, !call->plan.loop.fits_int32);
+  return p;
 }
 
 Prep prepare_embedding(const at::Tensor& weight, const at::Tensor& indices, at::Tensor& out,
@@ -304,12 +296,10 @@ Prep prepare_embedding(const at::Tensor& weight, const at::Tensor& indices, at::
   }
   a.dim = 0;
   a.op = OpCode::kEmbedding;
-  ErrorDetail err;
-  const Status st = plan_gather(a, &call->plan, &err);
-  check_plan(OpCode::kEmbedding, weight, st, err);
-  count_layouts(stats, weight, indices, nullptr, out, !call->plan.loop.fits_int32);
-  if (call->plan.vec > 1) stats.bump(kVectorized);
-  return Prep::kRun;
+  const Prep p = plan_call(OpCode::kEmbedding, weight, call);
+  if (p == Prep::kRun)
+    count_layouts(stats, weight, indices, nullptr, out, !call->plan.loop.fits_int32);
+  return p;
 }
 
 namespace {
@@ -400,26 +390,24 @@ Prep prepare_embedding_backward(const at::Tensor& grad, const at::Tensor& indice
 
   const IndexedOpDesc desc{OpCode::kEmbeddingBackward, IndexRole::kWrite, comb,
                            /*include_self=*/!scale_grad_by_freq, /*wraps=*/false};
-  ErrorDetail err;
-  Status st = Status::kOk;
+  Prep p = Prep::kRun;
   bool int64_offsets = false;
   call->index_k = !flat;
   if (flat) {
     ScatterArgs& a = call->scatter.args;
     scatter_rows(grad, indices, out, m, istep, gstep, desc, &a);
     a.deterministic = deterministic;
-    st = plan_scatter(a, &call->scatter.plan, &err);
+    p = plan_call(OpCode::kEmbeddingBackward, grad, &call->scatter);
     int64_offsets = !call->scatter.plan.elems.fits_int32;
   } else {
     IndexKArgs& a = call->k.args;
     index_k_rows(grad, indices, out, desc, &a);
     a.deterministic = deterministic;
-    st = plan_index_k(a, &call->k.plan, &err);
+    p = plan_call(OpCode::kEmbeddingBackward, grad, &call->k);
     int64_offsets = !call->k.plan.loop.fits_int32;
   }
-  check_plan(OpCode::kEmbeddingBackward, grad, st, err);
-  count_layouts(stats, out, indices, &grad, out, int64_offsets);
-  return Prep::kRun;
+  if (p == Prep::kRun) count_layouts(stats, out, indices, &grad, out, int64_offsets);
+  return p;
 }
 
 void throw_index_op_cpu(OpCode op, const at::Tensor& self, const at::Tensor& index,

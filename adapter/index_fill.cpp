@@ -120,7 +120,7 @@ Prep prepare_index_fill(at::Tensor& self, int64_t dim, const at::Tensor& index,
               ? restrided(to_view(*value.tensor, "index_fill_", "value"), sizes, zeros)
               : restrided(a.self, sizes, zeros);
   if (value.tensor == nullptr) a.src.data = nullptr;
-  const Prep p = make_index_k_plan(call, stats, self);
+  const Prep p = plan_call(OpCode::kIndexFill, self, call);
   if (p == Prep::kRun) {
     count_layouts(stats, self, index, value.tensor, self, !call->plan.loop.fits_int32);
   }

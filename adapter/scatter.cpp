@@ -180,15 +180,10 @@ Prep scatter_prepare(const at::Tensor& self, int64_t dim, const at::Tensor& inde
     a.cx_product = k == ProductKind::kFma ? ComplexProduct::kFma : ComplexProduct::kPlain;
   }
 
-  ErrorDetail err;
-  const Status st = plan_scatter(a, &call->plan, &err);
-  if (st == Status::kUnsupported) {
-    stats.fall_back(Fallback::kCoreDeclined);
-    return Prep::kFallback;
-  }
-  check_plan(req.op, self, st, err);
-  count_layouts(stats, self, index, req.src, out, !call->plan.elems.fits_int32);
-  return Prep::kRun;
+  const Prep p = plan_call(req.op, self, call);
+  if (p == Prep::kRun)
+    count_layouts(stats, self, index, req.src, out, !call->plan.elems.fits_int32);
+  return p;
 }
 
 void scatter_aten(const at::Tensor& self, int64_t dim, const at::Tensor& index,

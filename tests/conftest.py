@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import sys
 from pathlib import Path
 
@@ -205,3 +206,23 @@ def require_swdev() -> Path:
 
 def fail_msg(problems) -> str:
     return f"STRIDEWISE_SEED={BASE_SEED}\n" + "\n".join(problems)
+
+
+# The op table (core/include/stridewise/ops.def), read from the file: tests that derive their
+# op lists from it need no built library. Rows: (code, number, key, error_name, family, packets).
+_OP_ROW = re.compile(r'^SW_OP\((\w+),\s*(\d+),\s*"(\w+)",\s*"(\w+)",\s*(\w+),\s*"([^"]*)"\)', re.M)
+
+
+def op_table_rows() -> list:
+    text = (ROOT / "core/include/stridewise/ops.def").read_text()
+    return _OP_ROW.findall(re.sub(r",\s*\n\s*", ", ", text))  # a row may wrap after a comma
+
+
+def routed_key(aten_overload: str) -> tuple:
+    """(op table key, family) of the row whose packets hold an aten overload ("index.Tensor")."""
+    packet = aten_overload.split(".")[0]
+    for _, _, key, _, family, packets in op_table_rows():
+        if packet in packets.split():
+            return key, family
+    raise KeyError(f"{aten_overload}: no op table row routes aten::{packet}")
+

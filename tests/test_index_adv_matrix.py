@@ -32,31 +32,28 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import BASE_SEED, CUDA_SKIP
+from conftest import BASE_SEED, CUDA_SKIP, routed_key
+from stridewise.audit.specs import SPECS as AUDIT_SPECS
 from test_index_dim_matrix import stats_check
 from test_scatter_matrix import CUDA_LIMIT, CUDA_RUN, _why, run_audit, stridewise_backend, summed_stats
 
-SPECS = {  # spec -> (stats key, has a values operand)
-    "take": ("take", False),
-    "put": ("put", True),
-    "index.Tensor": ("index", False),
-    "index_put": ("index_put", True),
-    # the unchecked forms (functional only: no out=) on the same routed ops
-    "_unsafe_index": ("index", False),
-    "_unsafe_index_put": ("index_put", True),
-}
-FUNCTIONAL_ONLY = {"_unsafe_index", "_unsafe_index_put"}
+# Every flat_adv spec of an op the table routes on the k-index core (embedding's is the
+# dim-indexed family's): spec -> (stats key, has a values operand, has out=). A new form of
+# index / index_put / take / put is in this matrix by its table packet and its audit spec alone.
+SPECS = {name: (routed_key(s.aten[0])[0], "src" in s.operands, "out" in s.calls)
+         for name, s in AUDIT_SPECS.items()
+         if s.family == "flat_adv" and routed_key(s.aten[0])[1] == "IndexK"}
 
 
 def check(op: str, device: str, st: dict, rep, errors_counted: bool = True) -> list:
-    key, has_src = SPECS[op]
+    key, has_src, has_out = SPECS[op]
     s = st.get(key)
     if not s:
         return [f"no stridewise stats for {key!r} (workers wrote {sorted(st)})"]
     want = ["calls", device, "noncontig_self", "noncontig_index", "expanded_index"]
     if has_src:
         want.append("noncontig_src")
-    elif op not in FUNCTIONAL_ONLY:
+    elif has_out:
         want.append("noncontig_out")
     if has_src:
         want.append("expanded_src")
@@ -77,8 +74,8 @@ def test_cpu_matrix_passes_on_stridewise(sw, tmp_path, op):
     ids = [c[0] for c in rep["cases"]]
     # the cases the issue names are in the matrix (and passed: failed == 0 above)
     assert any("/i32/" in c for c in ids) and any("idx=expand" in c and "/neg/" in c for c in ids), _why(rep)
-    if op in ("index.Tensor", "index_put", "_unsafe_index_put"):
-        assert any("pat=mask" in c for c in ids) and any("pat=bcast" in c for c in ids), _why(rep)
+    for pat in AUDIT_SPECS[op].params.get("pat", []):  # every pattern the spec names ran
+        assert any(f"pat={pat}" in c for c in ids), f"no pat={pat} case: " + _why(rep)
     st = summed_stats(stats_dir)
     problems = check(op, "cpu", st, rep)
     assert not problems, f"STRIDEWISE_SEED={BASE_SEED} stats={st.get(SPECS[op][0])}\n" + "\n".join(problems)

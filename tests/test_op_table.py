@@ -1,21 +1,16 @@
 """The op table (core/include/stridewise/ops.def) is the one list of ops: the library built from
 it, supported_ops(), stats() and the routing all agree with the file, row for row."""
-import pathlib
-import re
-
 import pytest
 import torch
 
 import stridewise as sw
+from conftest import op_table_rows
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-ROW = re.compile(r'^SW_OP\((\w+),\s*(\d+),\s*"(\w+)",\s*"(\w+)",\s*(\w+),\s*"([^"]*)"\)', re.M)
 FAMILIES = {"Gather": "gather", "Scatter": "scatter", "IndexDim": "index_dim", "IndexK": "index_k"}
 
 
 def file_rows():
-    text = (ROOT / "core/include/stridewise/ops.def").read_text()
-    rows = ROW.findall(re.sub(r",\s*\n\s*", ", ", text))  # a row may wrap after a comma
+    rows = op_table_rows()
     assert rows, "ops.def: no SW_OP rows read"
     return rows
 
