@@ -19,7 +19,8 @@ def _tool():
 
 
 def test_there_are_lists():
-    assert [p.name for p in LISTS] == ["index_fill.json", "index_k_cuda.json"]
+    # a list may be added (the docs must then name it: test_the_docs_counts_are_true), none lost
+    assert {"entry.json", "index_fill.json", "index_k_cuda.json"} <= {p.name for p in LISTS}
 
 
 @pytest.mark.parametrize("path", LISTS, ids=lambda p: p.name)
