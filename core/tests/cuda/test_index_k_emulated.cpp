@@ -9,8 +9,8 @@
 #include <cstring>
 #include <vector>
 
+#include "index_k/index_k_cuda_sorted.h"
 #include "index_k_case.h"
-#include "index_k_cuda_sorted.h"
 
 namespace swt {
 namespace {
@@ -44,7 +44,7 @@ void copy_all(const ik::Params<I, D>& p, bool write, ik::Bad& bad) {
 template <typename I, int D>
 bool emulate(const stridewise::IndexKArgs& a, const IndexKPlan& plan) {
   int64_t word = 0;
-  const ik::AbortWord abort{&word, 1};
+  const ik::Abort abort{&word, 1};
   const ik::Params<I, D> p = ik::make_params<I, D>(a, plan, plan.loop, nullptr, abort);
   const I g = grid_of<I>(int64_t(p.numel));
   ik::Bad bad;
@@ -57,7 +57,7 @@ bool emulate(const stridewise::IndexKArgs& a, const IndexKPlan& plan) {
   }
   const int bytes = stridewise::elem_size(a.self.dtype) * plan.vec;
   if (a.desc.combine == Combine::kCopy) {
-    const Status s = stridewise::cuda_gather::with_unit(bytes, [&](auto ut) {
+    const Status s = stridewise::cuda_common::with_unit(bytes, [&](auto ut) {
       copy_all<typename decltype(ut)::type>(p, ik::writes(a), bad);
       return Status::kOk;
     });
@@ -123,7 +123,7 @@ TEST(IndexKEmulated, BodiesMatchReference) {
 template <typename I, int D>
 bool emulate_fill_rows(const stridewise::IndexKArgs& a, const IndexKPlan& plan) {
   int64_t word = 0;
-  const ik::AbortWord abort{&word, 1};
+  const ik::Abort abort{&word, 1};
   const ik::Params<I, D> p = ik::make_params<I, D>(a, plan, plan.seq, nullptr, abort);
   std::vector<uint64_t> keys(static_cast<size_t>(plan.seq.numel));
   std::vector<int64_t> vals(keys.size());
@@ -137,7 +137,7 @@ bool emulate_fill_rows(const stridewise::IndexKArgs& a, const IndexKPlan& plan) 
   const ik::FillParams<I, D> f = ik::make_fill_params<I, D>(a, plan, abort);
   const I gf = grid_of<I>(int64_t(f.numel));
   const Status s =
-      stridewise::cuda_gather::with_unit(int(stridewise::elem_size(a.self.dtype)), [&](auto ut) {
+      stridewise::cuda_common::with_unit(int(stridewise::elem_size(a.self.dtype)), [&](auto ut) {
         for (I b = 0; b < gf; ++b)
           for (I t = 0; t < I(ik::kThreads); ++t)
             ik::fill_rows_thread<typename decltype(ut)::type>(f, keys.data(), b, t, gf);
@@ -153,8 +153,8 @@ bool emulate_fill_rows(const stridewise::IndexKArgs& a, const IndexKPlan& plan) 
 // no block writes). Also checks that every block's keys came out sorted.
 template <typename I, int D>
 bool emulate_fill_block(const stridewise::IndexKArgs& a, const IndexKPlan& plan, I blocks) {
-  const ik::Params<I, D> seq = ik::make_params<I, D>(a, plan, plan.seq, nullptr, ik::AbortWord{});
-  const ik::FillParams<I, D> f = ik::make_fill_params<I, D>(a, plan, ik::AbortWord{});
+  const ik::Params<I, D> seq = ik::make_params<I, D>(a, plan, plan.seq, nullptr, ik::Abort{});
+  const ik::FillParams<I, D> f = ik::make_fill_params<I, D>(a, plan, ik::Abort{});
   const int64_t n2 = ik::fill_block_keys(plan);
   std::vector<std::vector<I>> keys(static_cast<size_t>(blocks), std::vector<I>(size_t(n2)));
   for (I b = 0; b < blocks; ++b) {
@@ -169,7 +169,7 @@ bool emulate_fill_block(const stridewise::IndexKArgs& a, const IndexKPlan& plan,
     EXPECT_TRUE(std::is_sorted(keys[b].begin(), keys[b].end()));
   }
   const Status s =
-      stridewise::cuda_gather::with_unit(int(stridewise::elem_size(a.self.dtype)), [&](auto ut) {
+      stridewise::cuda_common::with_unit(int(stridewise::elem_size(a.self.dtype)), [&](auto ut) {
         for (I b = 0; b < blocks; ++b)
           for (I t = 0; t < I(ik::kThreads); ++t)
             ik::fill_rows_thread<typename decltype(ut)::type>(f, keys[b].data(), b, t, blocks);
@@ -345,7 +345,7 @@ TEST(IndexKEmulated, RowsMoveInVectorUnits) {
 template <typename I, int D>
 bool emulate_sorted(const stridewise::IndexKArgs& a, const IndexKPlan& plan, int* vectorized) {
   int64_t word = 0;
-  const ik::AbortWord abort{&word, 1};
+  const ik::Abort abort{&word, 1};
   const ik::Params<I, D> p = ik::make_params<I, D>(a, plan, plan.seq, nullptr, abort);
   const int64_t n = plan.seq.numel;
   std::vector<uint64_t> keys(n);
@@ -381,7 +381,7 @@ bool emulate_sorted(const stridewise::IndexKArgs& a, const IndexKPlan& plan, int
             return Status::kOk;
           });
         else
-          stridewise::cuda_gather::with_unit(es, [&](auto ut) {
+          stridewise::cuda_common::with_unit(es, [&](auto ut) {
             using T = typename decltype(ut)::type;
             if constexpr (sizeof(T) <= 8)
               ik::seg_walk_vec<T, false, 16 / sizeof(T)>(s, i, end, I(u));
@@ -400,7 +400,7 @@ bool emulate_sorted(const stridewise::IndexKArgs& a, const IndexKPlan& plan, int
           return Status::kOk;
         });
       else
-        stridewise::cuda_gather::with_unit(stridewise::elem_size(a.self.dtype), [&](auto ut) {
+        stridewise::cuda_common::with_unit(stridewise::elem_size(a.self.dtype), [&](auto ut) {
           ik::seg_at<typename decltype(ut)::type, false>(s, i, I(r));
           return Status::kOk;
         });

@@ -19,18 +19,16 @@
 #include <cub/device/device_radix_sort.cuh>
 #include <type_traits>
 
-#include "cuda_report.cuh"
-#include "cuda_status.cuh"
-#include "index_k_cuda_sorted.h"
+#include "common/cuda_call.h"
+#include "common/cuda_report.cuh"
+#include "common/cuda_status.cuh"
+#include "index_k/index_k_cuda_sorted.h"
 #include "stridewise/cuda_errors.h"
 #include "stridewise/index_k.h"
 
 namespace stridewise {
 namespace cuda_index_k {
 namespace {
-
-using cuda_gather::kMaxBlocks;
-using elem::Tag;
 
 template <typename I, int D, typename Body>
 __device__ __forceinline__ void with_report(const Params<I, D>& a, Body&& body) {
@@ -68,8 +66,7 @@ __global__ void __launch_bounds__(kThreads) put_kernel(const Params<I, D> a) {
 }
 
 template <typename T, typename I, int D>
-__global__ void __launch_bounds__(kThreads)
-    add_kernel(const Params<I, D> a, scatter_arith::AccOf<T>* acc) {
+__global__ void __launch_bounds__(kThreads) add_kernel(const Params<I, D> a, arith::AccOf<T>* acc) {
   if (aborted(a.abort)) return;
   Bad bad;
   add_thread<T>(a, acc, I(blockIdx.x), I(threadIdx.x), I(gridDim.x), bad);
@@ -150,10 +147,6 @@ __global__ void __launch_bounds__(kThreads)
   fill_rows_thread<U>(f, keys, I(blockIdx.x), I(threadIdx.x), I(gridDim.x));
 }
 
-__global__ void clear_abort_kernel(int64_t* word) {
-  *word = 0;
-}
-
 // STRIDEWISE_INDEX_K_CUDA_PATH (auto|plain), read once: "plain" keeps order-free writes off the
 // sorted fill, for benchmarks that measure what the sort buys. Any other value is auto, never
 // an error on a user's call.
@@ -196,11 +189,6 @@ bool sorts(const IndexKArgs& a, const IndexKPlan& p) {
   return takes_sorted_fill(a, p) || sorted_path(a, p);
 }
 
-unsigned grid_for(int64_t n, int64_t per_block) {
-  return static_cast<unsigned>(
-      std::max<int64_t>(1, std::min(kMaxBlocks, (n + per_block - 1) / per_block)));
-}
-
 template <typename F>
 Status with_offsets(bool u32, int rank, F&& f) {
   if (rank > 25) return Status::kUnsupported;
@@ -209,10 +197,6 @@ Status with_offsets(bool u32, int rank, F&& f) {
     return f(it, std::integral_constant<int, 25>{});
   };
   return u32 ? dims(Tag<uint32_t>{}) : dims(Tag<int64_t>{});
-}
-
-int64_t align256(int64_t b) {
-  return (b + 255) / 256 * 256;
 }
 
 // The sorted path's workspace: two key and two value arrays (CUB's DoubleBuffer), then CUB's
@@ -246,8 +230,8 @@ SortSpace sort_space(const IndexKPlan& p, void* base) {
 // radix sort of the keys; *sorted receives the buffer that holds them in order.
 template <typename I, int D>
 Status sort_keys(const IndexKArgs& args, const IndexKPlan& plan, const SortSpace& w,
-                 CudaErrorRecord* rec, AbortWord abort, cudaStream_t s,
-                 cub::DoubleBuffer<uint64_t>* k, cub::DoubleBuffer<int64_t>* v) {
+                 CudaErrorRecord* rec, Abort abort, cudaStream_t s, cub::DoubleBuffer<uint64_t>* k,
+                 cub::DoubleBuffer<int64_t>* v) {
   const Params<I, D> p = make_params<I, D>(args, plan, plan.seq, rec, abort);
   keys_kernel<I, D><<<grid_for(plan.seq.numel, int64_t(kThreads) * kUnroll), kThreads, 0, s>>>(
       p, w.keys[0], w.vals[0]);
@@ -263,7 +247,7 @@ Status sort_keys(const IndexKArgs& args, const IndexKPlan& plan, const SortSpace
 // The sorted fill (fill_rows_path): the sorted keys, then one store per (row, key).
 template <typename I, int D>
 Status launch_fill_rows(const IndexKArgs& args, const IndexKPlan& plan, void* ws,
-                        CudaErrorRecord* rec, AbortWord abort, cudaStream_t s) {
+                        CudaErrorRecord* rec, Abort abort, cudaStream_t s) {
   const SortSpace w = sort_space(plan, ws);
   cub::DoubleBuffer<uint64_t> k;
   cub::DoubleBuffer<int64_t> v;
@@ -272,7 +256,7 @@ Status launch_fill_rows(const IndexKArgs& args, const IndexKPlan& plan, void* ws
   const FillParams<I, D> f = make_fill_params<I, D>(args, plan, abort);
   const unsigned blocks = grid_for(int64_t(f.numel), int64_t(kThreads) * kUnroll);
   const uint64_t* sorted = k.Current();
-  return cuda_gather::with_unit(int(elem_size(args.self.dtype)), [&](auto ut) {
+  return with_unit(int(elem_size(args.self.dtype)), [&](auto ut) {
     fill_rows_kernel<typename decltype(ut)::type, I, D><<<blocks, kThreads, 0, s>>>(f, sorted);
     return Status::kOk;
   });
@@ -282,13 +266,13 @@ Status launch_fill_rows(const IndexKArgs& args, const IndexKPlan& plan, void* ws
 template <typename I, int D>
 Status launch_fill_block(const IndexKArgs& args, const IndexKPlan& plan, int device,
                          CudaErrorRecord* rec, cudaStream_t s) {
-  const Params<I, D> seq = make_params<I, D>(args, plan, plan.seq, rec, AbortWord{});
-  const FillParams<I, D> f = make_fill_params<I, D>(args, plan, AbortWord{});
+  const Params<I, D> seq = make_params<I, D>(args, plan, plan.seq, rec, Abort{});
+  const FillParams<I, D> f = make_fill_params<I, D>(args, plan, Abort{});
   const int64_t n2 = fill_block_keys(plan);
   const unsigned blocks = static_cast<unsigned>(
       std::min<int64_t>(grid_for(int64_t(f.numel), int64_t(kThreads) * kUnroll), one_wave(device)));
   const size_t smem = size_t(n2) * sizeof(I);
-  return cuda_gather::with_unit(int(elem_size(args.self.dtype)), [&](auto ut) {
+  return with_unit(int(elem_size(args.self.dtype)), [&](auto ut) {
     fill_block_kernel<typename decltype(ut)::type, I, D><<<blocks, kThreads, smem, s>>>(seq, f, n2);
     return Status::kOk;
   });
@@ -296,7 +280,7 @@ Status launch_fill_block(const IndexKArgs& args, const IndexKPlan& plan, int dev
 
 template <typename I, int D>
 Status launch_sorted(const IndexKArgs& args, const IndexKPlan& plan, void* ws, CudaErrorRecord* rec,
-                     AbortWord abort, cudaStream_t s) {
+                     Abort abort, cudaStream_t s) {
   const SortSpace w = sort_space(plan, ws);
   cub::DoubleBuffer<uint64_t> k;
   cub::DoubleBuffer<int64_t> v;
@@ -325,13 +309,13 @@ Status launch_sorted(const IndexKArgs& args, const IndexKPlan& plan, void* ws, C
     return Status::kOk;
   };
   if (!args.desc.accumulates())  // add and mean walk alike (SegParams::mean)
-    return cuda_gather::with_unit(int(elem_size(args.self.dtype)),
-                                  [&](auto ut) { return go(ut, std::false_type{}); });
+    return with_unit(int(elem_size(args.self.dtype)),
+                     [&](auto ut) { return go(ut, std::false_type{}); });
   return elem::with_type(args.self.dtype, [&](auto tag) { return go(tag, std::true_type{}); });
 }
 
 Status launch(const IndexKArgs& args, const IndexKPlan& plan, void* ws, int device,
-              CudaErrorRecord* rec, AbortWord abort, cudaStream_t s) {
+              CudaErrorRecord* rec, Abort abort, cudaStream_t s) {
   const int64_t es = elem_size(args.self.dtype);
   const int rank = std::max({plan.loop.rank, plan.unravel.rank, plan.seq.rank, plan.row.rank});
   return with_offsets(plan.loop.fits_int32, rank, [&](auto it, auto dims) -> Status {
@@ -343,7 +327,7 @@ Status launch(const IndexKArgs& args, const IndexKPlan& plan, void* ws, int devi
     const Params<I, D> p = make_params<I, D>(args, plan, plan.loop, rec, abort);
     const unsigned blocks = grid_for(int64_t(p.numel), int64_t(kThreads) * kUnroll);
     if (!writes(args))
-      return cuda_gather::with_unit(int(es * plan.vec), [&](auto ut) {
+      return with_unit(int(es * plan.vec), [&](auto ut) {
         read_kernel<typename decltype(ut)::type, I, D><<<blocks, kThreads, 0, s>>>(p);
         return Status::kOk;
       });
@@ -351,7 +335,7 @@ Status launch(const IndexKArgs& args, const IndexKPlan& plan, void* ws, int devi
     check_kernel<I, D>
         <<<grid_for(int64_t(c.numel), int64_t(kThreads) * kUnroll), kThreads, 0, s>>>(c);
     if (args.desc.combine == Combine::kCopy)
-      return cuda_gather::with_unit(int(es * plan.vec), [&](auto ut) {
+      return with_unit(int(es * plan.vec), [&](auto ut) {
         put_kernel<typename decltype(ut)::type, I, D><<<blocks, kThreads, 0, s>>>(p);
         return Status::kOk;
       });
@@ -359,7 +343,7 @@ Status launch(const IndexKArgs& args, const IndexKPlan& plan, void* ws, int devi
     // sorted path).
     return elem::with_type(args.self.dtype, [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
-      using A = scatter_arith::AccOf<T>;
+      using A = arith::AccOf<T>;
       if constexpr (std::is_same<A, T>::value)
         add_kernel<T, I, D><<<blocks, kThreads, 0, s>>>(p, static_cast<A*>(args.self.data));
       return Status::kOk;
@@ -379,35 +363,15 @@ Status index_k_cuda(const IndexKArgs& args, const IndexKPlan& plan, void* worksp
                     size_t workspace_bytes, void* stream, ErrorDetail* err) {
   if (err) *err = ErrorDetail{};
   if (plan.loop.numel == 0) return Status::kOk;
-  const bool w = args.desc.role == IndexRole::kWrite;
-  int device = 0;
-  SW_CUDA_TRY(cudaGetDevice(&device), err);
-  CudaErrorRecord* rec = nullptr;
-  Status st = cuda_error_slots(device, &rec, nullptr, err);
+  cuda_common::CudaCall call;
+  Status st = call.open(stream, cuda_index_k::writes(args), err);
   if (st != Status::kOk) return st;
-  cuda_index_k::AbortWord abort;
-  if (w) {
-    st = cuda_abort_word(device, &abort.word, &abort.gen, err);
-    if (st != Status::kOk) return st;
-  }
-  const cudaStream_t s = static_cast<cudaStream_t>(stream);
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  SW_CUDA_TRY(cudaStreamIsCapturing(s, &capture), err);
-
-  st = cuda_index_k::launch(args, plan, workspace, device, rec, abort, s);
+  st = cuda_index_k::launch(args, plan, workspace, call.device, call.rec, call.abort, call.stream);
   if (st != Status::kOk) {
     if (err) err->op = args.desc.op;
     return detail::fail(err, st, "index_k_cuda(): more than 25 dims after coalescing");
   }
-  // A captured call replays its generation: the graph ends by clearing the word again.
-  if (w && capture != cudaStreamCaptureStatusNone)
-    cuda_index_k::clear_abort_kernel<<<1, 1, 0, s>>>(abort.word);
-  SW_CUDA_TRY(cudaGetLastError(), err);
-  if (cuda_check_mode() == CudaCheckMode::kSync && capture == cudaStreamCaptureStatusNone) {
-    SW_CUDA_TRY(cudaStreamSynchronize(s), err);
-    return cuda_poll_errors(device, nullptr, err);
-  }
-  return Status::kOk;
+  return call.close(err);
 }
 
 }  // namespace stridewise

@@ -1,10 +1,8 @@
-// Building blocks shared by the CUDA gather kernels (gather_cuda_impl.h, gather_cuda_tile.h):
-// launch constants, copy units, the bad-index report types, the 32-bit offset rule and the
-// template dispatch helpers. Host and device compilable; no __global__ code, no CUDA
-// runtime calls (the host emulation test includes it).
+// The CUDA gather kernels' own types (gather_cuda_impl.h, gather_cuda_tile.h): the kernel
+// choice, the error site, the operands, the 32-bit offset rule and the launch-type dispatch;
+// what all families share is in common/kernel_common.h. Host and device compilable; no
+// __global__ code, no CUDA runtime calls (the host emulation test includes it).
 #pragma once
-
-#include <vector_types.h>  // uint4
 
 #include <algorithm>
 #include <cstdint>
@@ -12,56 +10,17 @@
 #include <string>
 #include <type_traits>
 
-#include "elem_types.h"
+#include "common/kernel_common.h"
 #include "stridewise/cuda_errors.h"
 #include "stridewise/gather.h"
 #include "stridewise/offset_calc.h"
 
-#if defined(__CUDA_ARCH__)
-#define SW_LDG(p) __ldg(p)  // read-only path: self and index never alias out (contract)
-#define SW_HOST_ZERO(arr)
-#else
-#define SW_LDG(p) (*(p))
-// Host compilers cannot see that each buf[u] is read only under the predicate that wrote
-// it (-Wmaybe-uninitialized); the device pass keeps the registers uninitialized.
-#define SW_HOST_ZERO(arr) \
-  for (auto& x_ : arr) x_ = {}
-#endif
-
 namespace stridewise {
 namespace cuda_gather {
 
-constexpr int kThreads = 256;                     // threads per block, every kernel
-constexpr int kUnroll = 4;                        // independent elements/units per thread
-constexpr int kMaxGroup = 32;                     // rows: at most one warp per row tile
-constexpr int64_t kMaxBlocks = int64_t(1) << 20;  // grid cap; bodies grid-stride past it
-constexpr int64_t kI32Max = std::numeric_limits<int32_t>::max();
+using namespace cuda_common;  // NOLINT: the shared launch constants, units and helpers
 
-// Copy units: kernels move bytes, never interpret them (per size, not per dtype).
-template <int B>
-struct UnitOf;
-template <>
-struct UnitOf<1> {
-  using type = unsigned char;
-};
-template <>
-struct UnitOf<2> {
-  using type = unsigned short;
-};
-template <>
-struct UnitOf<4> {
-  using type = unsigned int;
-};
-template <>
-struct UnitOf<8> {
-  using type = unsigned long long;
-};
-template <>
-struct UnitOf<16> {
-  using type = uint4;
-};
-
-using elem::Tag;
+constexpr int kMaxGroup = 32;  // rows: at most one warp per row tile
 
 // Which kernel run_gather takes: kAuto picks by layout; the others force one where the
 // layout allows it (kPlain: the elems kernel in plan order, without block_loop).
@@ -89,13 +48,6 @@ struct ErrorSite {
   int64_t dim;
   int64_t size;
   int32_t op = static_cast<int32_t>(OpCode::kGather);  // GatherArgs::op, as the record stores it
-};
-
-// The first bad index value one thread met, and its position in plan order.
-struct BadIndex {
-  bool any = false;
-  int64_t value = 0;
-  int64_t position = 0;
 };
 
 // The operands every gather kernel takes (a base of ElemsArgs, RowsArgs and TileArgs).
@@ -136,21 +88,6 @@ inline bool fits_u32(const LoopPlan<3>& loop, int64_t dim_size, int64_t self_dim
   return true;
 }
 
-inline int64_t ceil_div(int64_t a, int64_t b) {
-  return (a + b - 1) / b;
-}
-
-// Largest power of two <= 16 dividing x (x == 0: 16).
-inline int pow2_unit(uint64_t x) {
-  int g = 16;
-  while (x % static_cast<uint64_t>(g) != 0) g /= 2;
-  return g;
-}
-
-inline uint64_t addr(const void* p) {
-  return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p));
-}
-
 // Smallest OffsetCalculator capacity that holds `rank` dims.
 template <typename F>
 Status with_dims(int rank, F&& f) {
@@ -164,24 +101,6 @@ template <typename F>
 Status with_index_offset(bool idx64, bool u32, F&& f) {
   if (idx64) return u32 ? f(Tag<int64_t>{}, Tag<uint32_t>{}) : f(Tag<int64_t>{}, Tag<int64_t>{});
   return u32 ? f(Tag<int32_t>{}, Tag<uint32_t>{}) : f(Tag<int32_t>{}, Tag<int64_t>{});
-}
-
-template <typename F>
-Status with_unit(int bytes, F&& f) {
-  switch (bytes) {
-    case 1:
-      return f(Tag<UnitOf<1>::type>{});
-    case 2:
-      return f(Tag<UnitOf<2>::type>{});
-    case 4:
-      return f(Tag<UnitOf<4>::type>{});
-    case 8:
-      return f(Tag<UnitOf<8>::type>{});
-    case 16:
-      return f(Tag<UnitOf<16>::type>{});
-    default:
-      return Status::kUnsupported;
-  }
 }
 
 // The three choices every launch makes, nested: f(Tag<unit or element>, Tag<IdxT>, Tag<I>,

@@ -8,18 +8,12 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "scatter_cuda_sorted.h"
+#include "scatter/scatter_cuda_sorted.h"
 #include "stridewise/layout.h"
 #include "stridewise/scatter.h"
 
 namespace stridewise {
 namespace cuda_scatter {
-
-using cuda_gather::addr;
-using cuda_gather::ceil_div;
-using cuda_gather::kI32Max;
-using cuda_gather::kMaxBlocks;
-using cuda_gather::UnitOf;
 
 // Offset type x calculator capacity (4 or kMaxRank only: the instantiation budget).
 template <typename F>
@@ -42,11 +36,7 @@ Status with_vec(int v, F&& f) {
   return f(std::integral_constant<int, 1>{});
 }
 
-inline int64_t align256(int64_t b) {
-  return (b + 255) / 256 * 256;
-}
-
-// Bytes of the accumulation type (scatter_cuda_types.h): 4 for float16/bfloat16 (float32) and
+// Bytes of the accumulation type (common/elem_arith.h): 4 for float16/bfloat16 (float32) and
 // for bool and 1-/2-byte integers (int32); the element size otherwise.
 inline int acc_bytes(DType t) {
   return elem_size(t) < 4 ? 4 : elem_size(t);
@@ -147,10 +137,6 @@ inline void ws_strides(const StridedView& out, int64_t* st) {
     st[order[i]] = acc;
     acc *= out.sizes[order[i]];
   }
-}
-
-inline unsigned grid_for(int64_t n) {
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min(ceil_div(n, kThreads), kMaxBlocks)));
 }
 
 // A (target, index, src) plan like ScatterPlan::elems (lines: sizes[dim] = 1) with the

@@ -30,10 +30,10 @@
 #include <cstdint>
 #include <string>
 
-#include "scatter_cuda_bins.h"
-#include "scatter_cuda_launch.h"
-#include "scatter_cuda_sorted.h"
-#include "scatter_cuda_tile.h"
+#include "scatter/scatter_cuda_bins.h"
+#include "scatter/scatter_cuda_launch.h"
+#include "scatter/scatter_cuda_sorted.h"
+#include "scatter/scatter_cuda_tile.h"
 #include "stridewise/layout.h"
 #include "stridewise/scatter.h"
 
@@ -63,7 +63,7 @@ struct Launcher {
 
   Status copy(int unit, int units) {
     const LoopPlan<2>& l = plan.copy;
-    return cuda_gather::with_unit(unit, [&](auto ut) {
+    return with_unit(unit, [&](auto ut) {
       return with_offsets(l.fits_int32 && units == 1, l.rank, [&](auto it, auto dims) {
         using I = typename decltype(it)::type;
         constexpr int D = decltype(dims)::value;
@@ -79,7 +79,7 @@ struct Launcher {
     const bool lines = args.deterministic;
     const LoopPlan<3>& l = lines ? plan.lines : plan.elems;
     const bool u32 = l.fits_int32 && units == 1 && plan.line_len <= kI32Max;
-    return cuda_gather::with_unit(unit, [&](auto ut) {
+    return with_unit(unit, [&](auto ut) {
       return with_offsets(u32, l.rank, [&](auto it, auto dims) {
         using I = typename decltype(it)::type;
         constexpr int D = decltype(dims)::value;
@@ -200,7 +200,7 @@ struct Launcher {
       const unsigned blocks = static_cast<unsigned>(std::max<int64_t>(
           1, std::min(ceil_div(p.chunks * p.tiles, kThreads / p.tile_threads), kMaxBlocks)));
       if (!acc)
-        return cuda_gather::with_unit(unit, [&](auto ut) {
+        return with_unit(unit, [&](auto ut) {
           using U = typename decltype(ut)::type;
           return with_vec<sizeof(U)>(v, [&](auto vv) {
             runner.template seg_put<U, decltype(vv)::value, I, D>(p, units, blocks);
@@ -231,7 +231,7 @@ struct Launcher {
       p.n = plan.line_len;
       const unsigned blocks = static_cast<unsigned>(std::max<int64_t>(
           1, std::min(ceil_div(p.n * p.tiles, kThreads / p.tile_threads), kMaxBlocks)));
-      return cuda_gather::with_unit(elem_size(args.out.dtype), [&](auto ut) {
+      return with_unit(elem_size(args.out.dtype), [&](auto ut) {
         using U = typename decltype(ut)::type;
         return with_vec<sizeof(U)>(v, [&](auto vv) {
           constexpr int V = decltype(vv)::value;
@@ -432,7 +432,7 @@ Status run_scatter(const ScatterArgs& args, const ScatterPlan& plan, void* works
   // Copies move units that divide every base address (misaligned data: smaller units).
   uint64_t bits = addr(args.out.data) | addr(args.self.data) | static_cast<uint64_t>(esize);
   if (!args.has_value) bits |= addr(args.src.data);
-  const int unit = std::min(cuda_gather::pow2_unit(bits), esize);
+  const int unit = std::min(pow2_unit(bits), esize);
   if (accumulates && unit < esize) {
     *why = std::string(fn) + combine_name(args.desc.combine) +
            " needs out, self and src aligned to their element size";
