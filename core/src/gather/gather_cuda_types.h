@@ -1,5 +1,6 @@
 // The CUDA gather kernels' own types (gather_cuda_impl.h, gather_cuda_tile.h): the kernel
-// choice, the error site, the operands, the 32-bit offset rule and the launch-type dispatch;
+// choice, the error site, the operands, the 32-bit offset rule and the launch-type dispatch
+// (over common/launch_dispatch.h's);
 // what all families share is in common/kernel_common.h. Host and device compilable; no
 // __global__ code, no CUDA runtime calls (the host emulation test includes it).
 #pragma once
@@ -11,6 +12,7 @@
 #include <type_traits>
 
 #include "common/kernel_common.h"
+#include "common/launch_dispatch.h"
 #include "stridewise/cuda_errors.h"
 #include "stridewise/gather.h"
 #include "stridewise/offset_calc.h"
@@ -88,29 +90,20 @@ inline bool fits_u32(const LoopPlan<3>& loop, int64_t dim_size, int64_t self_dim
   return true;
 }
 
-// Smallest OffsetCalculator capacity that holds `rank` dims.
-template <typename F>
-Status with_dims(int rank, F&& f) {
-  if (rank <= 4) return f(std::integral_constant<int, 4>{});
-  if (rank <= 12) return f(std::integral_constant<int, 12>{});
-  if (rank <= 25) return f(std::integral_constant<int, 25>{});
-  return f(std::integral_constant<int, kMaxRank>{});
-}
-
-template <typename F>
-Status with_index_offset(bool idx64, bool u32, F&& f) {
-  if (idx64) return u32 ? f(Tag<int64_t>{}, Tag<uint32_t>{}) : f(Tag<int64_t>{}, Tag<int64_t>{});
-  return u32 ? f(Tag<int32_t>{}, Tag<uint32_t>{}) : f(Tag<int32_t>{}, Tag<int64_t>{});
-}
+// Offset capacities: 4, 12 and 25 dims (the common layouts; TensorIterator's limit) and
+// kMaxRank.
+using Buckets = DimBuckets<4, 12, 25, kMaxRank>;
 
 // The three choices every launch makes, nested: f(Tag<unit or element>, Tag<IdxT>, Tag<I>,
-// integral_constant<D>).
+// integral_constant<D>) (I and D: common/launch_dispatch.h).
 template <typename F>
 Status with_launch_types(int unit_bytes, bool idx64, bool u32, int rank, F&& f) {
   return with_unit(unit_bytes, [&](auto ut) {
-    return with_index_offset(idx64, u32, [&](auto it, auto ot) {
-      return with_dims(rank, [&](auto dims) { return f(ut, it, ot, dims); });
-    });
+    auto with_index = [&](auto it) {
+      return with_offsets(Buckets{}, u32, rank,
+                          [&](auto ot, auto dims) { return f(ut, it, ot, dims); });
+    };
+    return idx64 ? with_index(Tag<int64_t>{}) : with_index(Tag<int32_t>{});
   });
 }
 

@@ -1,5 +1,7 @@
 // CUDA advanced indexing: the contract is in index_k.h, the per-thread bodies in
-// index_k_cuda_impl.h. This file holds the __global__ wrappers, the launch and the checks.
+// index_k_cuda_impl.h and index_k_cuda_sorted.h, the launch sequence in index_k_cuda_launch.h
+// (all shared with the host emulation test). This file holds the __global__ wrappers and the
+// runner that launches them; the entry's setup and checks are CudaCall's (common/cuda_call.h).
 //
 // A call is one kernel for a read; for a write: a validation kernel (raises the call's abort
 // word on a bad value), then the copy or atomic kernel, which writes nothing once the word is
@@ -22,7 +24,7 @@
 #include "common/cuda_call.h"
 #include "common/cuda_report.cuh"
 #include "common/cuda_status.cuh"
-#include "index_k/index_k_cuda_sorted.h"
+#include "index_k/index_k_cuda_launch.h"
 #include "stridewise/cuda_errors.h"
 #include "stridewise/index_k.h"
 
@@ -158,14 +160,6 @@ bool sorted_fill_allowed() {
   return allowed;
 }
 
-bool takes_sorted_fill(const IndexKArgs& a, const IndexKPlan& p) {
-  return sorted_fill_allowed() && fill_rows_path(a, p);
-}
-
-bool takes_block_fill(const IndexKArgs& a, const IndexKPlan& p) {
-  return sorted_fill_allowed() && fill_block_path(a, p);
-}
-
 // Blocks of kThreads resident on `device` at once (one wave), cached per device: the
 // block-sorted fill's grid, so that each block sorts its keys once.
 int64_t one_wave(int device) {
@@ -184,179 +178,87 @@ int64_t one_wave(int device) {
   return w;
 }
 
-// Whether the call sorts its targets first (and so needs sort_space's workspace).
-bool sorts(const IndexKArgs& a, const IndexKPlan& p) {
-  return takes_sorted_fill(a, p) || sorted_path(a, p);
+// cub::DeviceRadixSort::SortPairs over the workspace's DoubleBuffers (temp == nullptr: the
+// size query, host only). *sel: the buffer holding the sorted pairs, which CUB picks on the
+// host.
+cudaError_t radix_sort(const SortSpace& w, size_t* bytes, int64_t n, int end_bit, cudaStream_t s,
+                       int* sel) {
+  cub::DoubleBuffer<uint64_t> k(w.keys[0], w.keys[1]);
+  cub::DoubleBuffer<int64_t> v(w.vals[0], w.vals[1]);
+  const cudaError_t e = cub::DeviceRadixSort::SortPairs(w.temp, *bytes, k, v, n, 0, end_bit, s);
+  *sel = k.selector == v.selector ? k.selector : -1;
+  return e;
 }
 
-template <typename F>
-Status with_offsets(bool u32, int rank, F&& f) {
-  if (rank > 25) return Status::kUnsupported;
-  auto dims = [&](auto it) {
-    if (rank <= 6) return f(it, std::integral_constant<int, 6>{});
-    return f(it, std::integral_constant<int, 25>{});
-  };
-  return u32 ? dims(Tag<uint32_t>{}) : dims(Tag<int64_t>{});
-}
-
-// The sorted path's workspace: two key and two value arrays (CUB's DoubleBuffer), then CUB's
-// temporary storage.
-struct SortSpace {
-  uint64_t* keys[2] = {};
-  int64_t* vals[2] = {};
-  void* temp = nullptr;
-  size_t temp_bytes = 0;
-  int64_t total = 0;
-};
-
-SortSpace sort_space(const IndexKPlan& p, void* base) {
-  SortSpace w;
-  const int64_t n = p.seq.numel;
-  cub::DoubleBuffer<uint64_t> k(nullptr, nullptr);
-  cub::DoubleBuffer<int64_t> v(nullptr, nullptr);
-  cub::DeviceRadixSort::SortPairs(nullptr, w.temp_bytes, k, v, n);  // size query only
-  char* b = static_cast<char*>(base);
-  const int64_t arr = align256(n * 8);
-  for (int i = 0; i < 2; ++i) {
-    w.keys[i] = reinterpret_cast<uint64_t*>(b ? b + i * arr : nullptr);
-    w.vals[i] = reinterpret_cast<int64_t*>(b ? b + (2 + i) * arr : nullptr);
+// The launches of index_k_cuda_launch.h's sequence, on `stream`.
+struct CudaRunner {
+  cudaStream_t stream;
+  int device;
+  template <typename U, typename I, int D>
+  void read(const Params<I, D>& p, unsigned blocks) {
+    read_kernel<U, I, D><<<blocks, kThreads, 0, stream>>>(p);
   }
-  w.temp = b ? b + 4 * arr : nullptr;
-  w.total = 4 * arr + align256(int64_t(w.temp_bytes));
-  return w;
-}
-
-// keys_kernel over IndexKPlan::seq (validating: a bad value raises the abort word), then CUB's
-// radix sort of the keys; *sorted receives the buffer that holds them in order.
-template <typename I, int D>
-Status sort_keys(const IndexKArgs& args, const IndexKPlan& plan, const SortSpace& w,
-                 CudaErrorRecord* rec, Abort abort, cudaStream_t s, cub::DoubleBuffer<uint64_t>* k,
-                 cub::DoubleBuffer<int64_t>* v) {
-  const Params<I, D> p = make_params<I, D>(args, plan, plan.seq, rec, abort);
-  keys_kernel<I, D><<<grid_for(plan.seq.numel, int64_t(kThreads) * kUnroll), kThreads, 0, s>>>(
-      p, w.keys[0], w.vals[0]);
-  *k = cub::DoubleBuffer<uint64_t>(w.keys[0], w.keys[1]);
-  *v = cub::DoubleBuffer<int64_t>(w.vals[0], w.vals[1]);
-  size_t temp_bytes = w.temp_bytes;
-  if (cub::DeviceRadixSort::SortPairs(w.temp, temp_bytes, *k, *v, plan.seq.numel, 0, key_bits(args),
-                                      s) != cudaSuccess)
-    return Status::kDeviceError;
-  return Status::kOk;
-}
-
-// The sorted fill (fill_rows_path): the sorted keys, then one store per (row, key).
-template <typename I, int D>
-Status launch_fill_rows(const IndexKArgs& args, const IndexKPlan& plan, void* ws,
-                        CudaErrorRecord* rec, Abort abort, cudaStream_t s) {
-  const SortSpace w = sort_space(plan, ws);
-  cub::DoubleBuffer<uint64_t> k;
-  cub::DoubleBuffer<int64_t> v;
-  const Status st = sort_keys<I, D>(args, plan, w, rec, abort, s, &k, &v);
-  if (st != Status::kOk) return st;
-  const FillParams<I, D> f = make_fill_params<I, D>(args, plan, abort);
-  const unsigned blocks = grid_for(int64_t(f.numel), int64_t(kThreads) * kUnroll);
-  const uint64_t* sorted = k.Current();
-  return with_unit(int(elem_size(args.self.dtype)), [&](auto ut) {
-    fill_rows_kernel<typename decltype(ut)::type, I, D><<<blocks, kThreads, 0, s>>>(f, sorted);
-    return Status::kOk;
-  });
-}
-
-// The block-sorted fill (fill_block_path): one kernel, no workspace, no abort word.
-template <typename I, int D>
-Status launch_fill_block(const IndexKArgs& args, const IndexKPlan& plan, int device,
-                         CudaErrorRecord* rec, cudaStream_t s) {
-  const Params<I, D> seq = make_params<I, D>(args, plan, plan.seq, rec, Abort{});
-  const FillParams<I, D> f = make_fill_params<I, D>(args, plan, Abort{});
-  const int64_t n2 = fill_block_keys(plan);
-  const unsigned blocks = static_cast<unsigned>(
-      std::min<int64_t>(grid_for(int64_t(f.numel), int64_t(kThreads) * kUnroll), one_wave(device)));
-  const size_t smem = size_t(n2) * sizeof(I);
-  return with_unit(int(elem_size(args.self.dtype)), [&](auto ut) {
-    fill_block_kernel<typename decltype(ut)::type, I, D><<<blocks, kThreads, smem, s>>>(seq, f, n2);
-    return Status::kOk;
-  });
-}
-
-template <typename I, int D>
-Status launch_sorted(const IndexKArgs& args, const IndexKPlan& plan, void* ws, CudaErrorRecord* rec,
-                     Abort abort, cudaStream_t s) {
-  const SortSpace w = sort_space(plan, ws);
-  cub::DoubleBuffer<uint64_t> k;
-  cub::DoubleBuffer<int64_t> v;
-  const Status st = sort_keys<I, D>(args, plan, w, rec, abort, s, &k, &v);
-  if (st != Status::kOk) return st;
-  const SegParams<I, D> g = make_seg_params<I, D>(args, plan, k.Current(), v.Current(), abort);
-  const int64_t n = plan.seq.numel * plan.row.numel;
-  const bool rows = plan.row.numel >= kThreads || !std::is_same<I, uint32_t>::value;
-  const int vec = seg_vec_width(args, plan);
-  auto go = [&](auto tag, auto add) {
-    using T = typename decltype(tag)::type;
-    constexpr bool kAdd = decltype(add)::value;
-    const unsigned blocks = grid_for(plan.seq.numel, 1);
-    if constexpr (sizeof(T) <= 8) {
-      if (vec == 16 / int(sizeof(T))) {
-        seg_rows_vec_kernel<T, kAdd, 16 / int(sizeof(T)), I, D><<<blocks, kThreads, 0, s>>>(g);
-        return Status::kOk;
-      }
-    }
-    if (rows)
-      seg_rows_kernel<T, decltype(add)::value, I, D>
-          <<<grid_for(plan.seq.numel, 1), kThreads, 0, s>>>(g);
-    else
-      seg_flat_kernel<T, decltype(add)::value, I, D>
-          <<<grid_for(n, kThreads), kThreads, 0, s>>>(g, I(n));
-    return Status::kOk;
-  };
-  if (!args.desc.accumulates())  // add and mean walk alike (SegParams::mean)
-    return with_unit(int(elem_size(args.self.dtype)),
-                     [&](auto ut) { return go(ut, std::false_type{}); });
-  return elem::with_type(args.self.dtype, [&](auto tag) { return go(tag, std::true_type{}); });
-}
-
-Status launch(const IndexKArgs& args, const IndexKPlan& plan, void* ws, int device,
-              CudaErrorRecord* rec, Abort abort, cudaStream_t s) {
-  const int64_t es = elem_size(args.self.dtype);
-  const int rank = std::max({plan.loop.rank, plan.unravel.rank, plan.seq.rank, plan.row.rank});
-  return with_offsets(plan.loop.fits_int32, rank, [&](auto it, auto dims) -> Status {
-    using I = typename decltype(it)::type;
-    constexpr int D = decltype(dims)::value;
-    if (takes_block_fill(args, plan)) return launch_fill_block<I, D>(args, plan, device, rec, s);
-    if (takes_sorted_fill(args, plan)) return launch_fill_rows<I, D>(args, plan, ws, rec, abort, s);
-    if (sorted_path(args, plan)) return launch_sorted<I, D>(args, plan, ws, rec, abort, s);
-    const Params<I, D> p = make_params<I, D>(args, plan, plan.loop, rec, abort);
-    const unsigned blocks = grid_for(int64_t(p.numel), int64_t(kThreads) * kUnroll);
-    if (!writes(args))
-      return with_unit(int(es * plan.vec), [&](auto ut) {
-        read_kernel<typename decltype(ut)::type, I, D><<<blocks, kThreads, 0, s>>>(p);
-        return Status::kOk;
-      });
-    const Params<I, D> c = make_params<I, D>(args, plan, plan.check, rec, abort);
-    check_kernel<I, D>
-        <<<grid_for(int64_t(c.numel), int64_t(kThreads) * kUnroll), kThreads, 0, s>>>(c);
-    if (args.desc.combine == Combine::kCopy)
-      return with_unit(int(es * plan.vec), [&](auto ut) {
-        put_kernel<typename decltype(ut)::type, I, D><<<blocks, kThreads, 0, s>>>(p);
-        return Status::kOk;
-      });
-    // An add whose accumulation type is the storage type (the others, and every mean, took the
-    // sorted path).
-    return elem::with_type(args.self.dtype, [&](auto tag) -> Status {
-      using T = typename decltype(tag)::type;
-      using A = arith::AccOf<T>;
-      if constexpr (std::is_same<A, T>::value)
-        add_kernel<T, I, D><<<blocks, kThreads, 0, s>>>(p, static_cast<A*>(args.self.data));
-      return Status::kOk;
-    });
-  });
-}
+  template <typename I, int D>
+  void check(const Params<I, D>& p, unsigned blocks) {
+    check_kernel<I, D><<<blocks, kThreads, 0, stream>>>(p);
+  }
+  template <typename U, typename I, int D>
+  void put(const Params<I, D>& p, unsigned blocks) {
+    put_kernel<U, I, D><<<blocks, kThreads, 0, stream>>>(p);
+  }
+  template <typename T, typename I, int D>
+  void add(const Params<I, D>& p, arith::AccOf<T>* acc, unsigned blocks) {
+    add_kernel<T, I, D><<<blocks, kThreads, 0, stream>>>(p, acc);
+  }
+  template <typename I, int D>
+  void keys(const Params<I, D>& p, uint64_t* k, int64_t* v, unsigned blocks) {
+    keys_kernel<I, D><<<blocks, kThreads, 0, stream>>>(p, k, v);
+  }
+  // CUB's temporary bytes for n pairs of full-width keys (the most any end_bit needs).
+  size_t sort_temp_bytes(int64_t n) {
+    cub::DoubleBuffer<uint64_t> k(nullptr, nullptr);
+    cub::DoubleBuffer<int64_t> v(nullptr, nullptr);
+    size_t bytes = 0;
+    cub::DeviceRadixSort::SortPairs(nullptr, bytes, k, v, n);  // size query only
+    return bytes;
+  }
+  // The buffer (0 or 1) holding the sorted pairs; -1 on failure.
+  int sort(const SortSpace& w, int64_t n, int end_bit) {
+    size_t bytes = w.temp_bytes;
+    int sel = -1;
+    return radix_sort(w, &bytes, n, end_bit, stream, &sel) == cudaSuccess ? sel : -1;
+  }
+  template <typename U, typename I, int D>
+  void fill_rows(const FillParams<I, D>& f, const uint64_t* k, unsigned blocks) {
+    fill_rows_kernel<U, I, D><<<blocks, kThreads, 0, stream>>>(f, k);
+  }
+  int64_t one_wave() { return cuda_index_k::one_wave(device); }
+  template <typename U, typename I, int D>
+  void fill_block(const Params<I, D>& seq, const FillParams<I, D>& f, int64_t n2, unsigned blocks,
+                  size_t smem) {
+    fill_block_kernel<U, I, D><<<blocks, kThreads, smem, stream>>>(seq, f, n2);
+  }
+  template <typename T, bool kAdd, typename I, int D>
+  void seg_rows(const SegParams<I, D>& g, unsigned blocks) {
+    seg_rows_kernel<T, kAdd, I, D><<<blocks, kThreads, 0, stream>>>(g);
+  }
+  template <typename T, bool kAdd, int V, typename I, int D>
+  void seg_rows_vec(const SegParams<I, D>& g, unsigned blocks) {
+    seg_rows_vec_kernel<T, kAdd, V, I, D><<<blocks, kThreads, 0, stream>>>(g);
+  }
+  template <typename T, bool kAdd, typename I, int D>
+  void seg_flat(const SegParams<I, D>& g, I n, unsigned blocks) {
+    seg_flat_kernel<T, kAdd, I, D><<<blocks, kThreads, 0, stream>>>(g, n);
+  }
+};
 
 }  // namespace
 }  // namespace cuda_index_k
 
 size_t index_k_cuda_workspace_bytes(const IndexKArgs& args, const IndexKPlan& plan) {
-  if (plan.loop.numel == 0 || !cuda_index_k::sorts(args, plan)) return 0;
-  return static_cast<size_t>(cuda_index_k::sort_space(plan, nullptr).total);
+  cuda_index_k::CudaRunner runner{nullptr, 0};  // the size query launches nothing
+  return cuda_index_k::index_k_workspace_bytes(args, plan, cuda_index_k::sorted_fill_allowed(),
+                                               runner);
 }
 
 Status index_k_cuda(const IndexKArgs& args, const IndexKPlan& plan, void* workspace,
@@ -366,10 +268,15 @@ Status index_k_cuda(const IndexKArgs& args, const IndexKPlan& plan, void* worksp
   cuda_common::CudaCall call;
   Status st = call.open(stream, cuda_index_k::writes(args), err);
   if (st != Status::kOk) return st;
-  st = cuda_index_k::launch(args, plan, workspace, call.device, call.rec, call.abort, call.stream);
+  cuda_index_k::CudaRunner runner{call.stream, call.device};
+  st = cuda_index_k::run_index_k(args, plan, workspace, call.rec, call.abort,
+                                 cuda_index_k::sorted_fill_allowed(), runner);
   if (st != Status::kOk) {
     if (err) err->op = args.desc.op;
-    return detail::fail(err, st, "index_k_cuda(): more than 25 dims after coalescing");
+    return detail::fail(err, st,
+                        st == Status::kDeviceError
+                            ? "index_k_cuda(): the radix sort failed"
+                            : "index_k_cuda(): no kernel for this element size");
   }
   return call.close(err);
 }

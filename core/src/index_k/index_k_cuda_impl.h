@@ -22,6 +22,7 @@
 
 #include "common/elem_arith.h"
 #include "common/kernel_common.h"
+#include "common/launch_dispatch.h"
 #include "stridewise/cuda_errors.h"
 #include "stridewise/index_k.h"
 #include "stridewise/offset_calc.h"
@@ -31,6 +32,9 @@ namespace cuda_index_k {
 
 using namespace cuda_common;  // NOLINT: the shared launch constants, Abort, Value, load_index
 constexpr int kK = kMaxIndexTerms;
+// Offset capacities: 6 dims (the common layouts) and kMaxRank. Two buckets: each one
+// instantiates every index_k kernel again, and CI's nvcc time is the budget.
+using Buckets = DimBuckets<6, kMaxRank>;
 constexpr int kN = kIkOperands;
 
 template <typename I, int D>

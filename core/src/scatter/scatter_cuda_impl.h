@@ -16,6 +16,7 @@
 
 #include "common/elem_arith.h"     // Conv, Ops, combine, atomic_combine
 #include "common/kernel_common.h"  // kThreads, Abort, Value, load_index, SW_LDG
+#include "common/launch_dispatch.h"
 #include "stridewise/cuda_errors.h"
 #include "stridewise/offset_calc.h"
 #include "stridewise/scatter.h"
@@ -26,6 +27,10 @@ namespace cuda_scatter {
 using namespace elem;         // NOLINT: the storage tags and conversions
 using namespace arith;        // NOLINT: Conv, Ops, combine, finish_acc, the atomics
 using namespace cuda_common;  // NOLINT: the shared launch constants, Abort, Value, load_index
+
+// Offset capacities 4 and kMaxRank only: every scatter kernel is instantiated per bucket, and
+// scatter_cuda.cu's nvcc time is CI's largest.
+using Buckets = DimBuckets<4, kMaxRank>;
 
 // Where a bad index value is recorded (rec is null in the host emulation).
 struct ScatterSite {

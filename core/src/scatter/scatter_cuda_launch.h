@@ -15,17 +15,6 @@
 namespace stridewise {
 namespace cuda_scatter {
 
-// Offset type x calculator capacity (4 or kMaxRank only: the instantiation budget).
-template <typename F>
-Status with_offsets(bool u32, int rank, F&& f) {
-  if (rank <= 4) {
-    if (u32) return f(Tag<uint32_t>{}, std::integral_constant<int, 4>{});
-    return f(Tag<int64_t>{}, std::integral_constant<int, 4>{});
-  }
-  if (u32) return f(Tag<uint32_t>{}, std::integral_constant<int, kMaxRank>{});
-  return f(Tag<int64_t>{}, std::integral_constant<int, kMaxRank>{});
-}
-
 // f(integral_constant<int, V>) for V = 1 or 16 / B (the only vector widths instantiated).
 template <int B, typename F>
 Status with_vec(int v, F&& f) {
