@@ -18,12 +18,12 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <cub/device/device_radix_sort.cuh>
 #include <type_traits>
 
 #include "common/cuda_call.h"
 #include "common/cuda_report.cuh"
 #include "common/cuda_status.cuh"
+#include "common/radix_sort.cuh"
 #include "index_k/index_k_cuda_launch.h"
 #include "stridewise/cuda_errors.h"
 #include "stridewise/index_k.h"
@@ -178,18 +178,6 @@ int64_t one_wave(int device) {
   return w;
 }
 
-// cub::DeviceRadixSort::SortPairs over the workspace's DoubleBuffers (temp == nullptr: the
-// size query, host only). *sel: the buffer holding the sorted pairs, which CUB picks on the
-// host.
-cudaError_t radix_sort(const SortSpace& w, size_t* bytes, int64_t n, int end_bit, cudaStream_t s,
-                       int* sel) {
-  cub::DoubleBuffer<uint64_t> k(w.keys[0], w.keys[1]);
-  cub::DoubleBuffer<int64_t> v(w.vals[0], w.vals[1]);
-  const cudaError_t e = cub::DeviceRadixSort::SortPairs(w.temp, *bytes, k, v, n, 0, end_bit, s);
-  *sel = k.selector == v.selector ? k.selector : -1;
-  return e;
-}
-
 // The launches of index_k_cuda_launch.h's sequence, on `stream`.
 struct CudaRunner {
   cudaStream_t stream;
@@ -216,17 +204,20 @@ struct CudaRunner {
   }
   // CUB's temporary bytes for n pairs of full-width keys (the most any end_bit needs).
   size_t sort_temp_bytes(int64_t n) {
-    cub::DoubleBuffer<uint64_t> k(nullptr, nullptr);
-    cub::DoubleBuffer<int64_t> v(nullptr, nullptr);
+    uint64_t* const keys[2] = {nullptr, nullptr};
+    int64_t* const vals[2] = {nullptr, nullptr};
     size_t bytes = 0;
-    cub::DeviceRadixSort::SortPairs(nullptr, bytes, k, v, n);  // size query only
+    int sel = 0;
+    radix_sort_pairs(nullptr, &bytes, keys, vals, n, 64, nullptr, &sel);  // size query only
     return bytes;
   }
   // The buffer (0 or 1) holding the sorted pairs; -1 on failure.
   int sort(const SortSpace& w, int64_t n, int end_bit) {
     size_t bytes = w.temp_bytes;
     int sel = -1;
-    return radix_sort(w, &bytes, n, end_bit, stream, &sel) == cudaSuccess ? sel : -1;
+    return radix_sort_pairs(w.temp, &bytes, w.keys, w.vals, n, end_bit, stream, &sel) == cudaSuccess
+               ? sel
+               : -1;
   }
   template <typename U, typename I, int D>
   void fill_rows(const FillParams<I, D>& f, const uint64_t* k, unsigned blocks) {

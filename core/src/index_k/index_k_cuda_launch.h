@@ -17,13 +17,15 @@
 #include <type_traits>
 
 #include "common/launch_dispatch.h"
+#include "common/sort_space.h"
 #include "index_k/index_k_cuda_sorted.h"
 
 namespace stridewise {
 namespace cuda_index_k {
 
-// The sorted path's workspace: two key and two value arrays (CUB's DoubleBuffer), then CUB's
-// temporary storage (temp_bytes: the runner's size query for n pairs).
+// The sorted path's workspace (common/sort_space.h's layout, 8-byte keys and values): two key
+// and two value arrays (CUB's DoubleBuffer), then CUB's temporary storage (temp_bytes: the
+// runner's size query for n pairs).
 struct SortSpace {
   uint64_t* keys[2] = {};
   int64_t* vals[2] = {};
@@ -34,16 +36,15 @@ struct SortSpace {
 
 inline SortSpace sort_space(const IndexKPlan& p, void* base, size_t temp_bytes) {
   SortSpace w;
-  const int64_t n = p.seq.numel;
+  const SortLayout l = sort_layout(p.seq.numel, 8, int64_t(temp_bytes));
   w.temp_bytes = temp_bytes;
   char* b = static_cast<char*>(base);
-  const int64_t arr = align256(n * 8);
   for (int i = 0; i < 2; ++i) {
-    w.keys[i] = reinterpret_cast<uint64_t*>(b ? b + i * arr : nullptr);
-    w.vals[i] = reinterpret_cast<int64_t*>(b ? b + (2 + i) * arr : nullptr);
+    w.keys[i] = reinterpret_cast<uint64_t*>(b ? b + l.keys_at[i] : nullptr);
+    w.vals[i] = reinterpret_cast<int64_t*>(b ? b + l.vals_at[i] : nullptr);
   }
-  w.temp = b ? b + 4 * arr : nullptr;
-  w.total = 4 * arr + align256(int64_t(w.temp_bytes));
+  w.temp = b ? b + l.temp_at : nullptr;
+  w.total = l.end;
   return w;
 }
 

@@ -14,11 +14,11 @@
 #include <cuda_runtime.h>
 
 #include <cstdlib>
-#include <cub/cub.cuh>
 
 #include "common/cuda_call.h"
 #include "common/cuda_report.cuh"
 #include "common/cuda_status.cuh"
+#include "common/radix_sort.cuh"
 #include "scatter/scatter_cuda_dispatch.h"
 #include "stridewise/cuda_errors.h"
 #include "stridewise/scatter.h"
@@ -159,16 +159,14 @@ __global__ void __launch_bounds__(kBinsThreads) scatter_bins_kernel(const BinsAr
   }
 }
 
-// cub::DeviceRadixSort::SortPairs over a DoubleBuffer (temp == nullptr: the size query,
-// host only). *sel: the buffer holding the sorted pairs, which CUB decides on the host.
+// The common radix sort (common/radix_sort.cuh) over SortArgs' buffers, keys of K (temp ==
+// nullptr: the size query, host only).
 template <typename K, typename V, typename N>
 cudaError_t radix_sort(const SortArgs& a, size_t* bytes, cudaStream_t stream, int* sel) {
-  cub::DoubleBuffer<K> keys(static_cast<K*>(a.keys[0]), static_cast<K*>(a.keys[1]));
-  cub::DoubleBuffer<V> vals(static_cast<V*>(a.vals[0]), static_cast<V*>(a.vals[1]));
-  const cudaError_t e = cub::DeviceRadixSort::SortPairs(
-      a.temp, *bytes, keys, vals, static_cast<N>(a.shape.n), 0, a.shape.end_bit, stream);
-  *sel = keys.selector == vals.selector ? keys.selector : -1;
-  return e;
+  K* const keys[2] = {static_cast<K*>(a.keys[0]), static_cast<K*>(a.keys[1])};
+  V* const vals[2] = {static_cast<V*>(a.vals[0]), static_cast<V*>(a.vals[1])};
+  return radix_sort_pairs(a.temp, bytes, keys, vals, static_cast<N>(a.shape.n), a.shape.end_bit,
+                          stream, sel);
 }
 
 cudaError_t radix_sort_any(const SortArgs& a, size_t* bytes, cudaStream_t stream, int* sel) {

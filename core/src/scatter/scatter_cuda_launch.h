@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "common/sort_space.h"
 #include "scatter/scatter_cuda_sorted.h"
 #include "stridewise/layout.h"
 #include "stridewise/scatter.h"
@@ -32,17 +33,13 @@ inline int acc_bytes(DType t) {
 }
 
 // Where the workspace parts lie; total 0 when the call needs none.
-struct WsLayout {
+struct WsLayout : SortLayout {
   bool needed = false;
   bool counts = false;
   int64_t count_at = 0;  // bytes from the start
   int64_t total = 0;
-  bool sorted = false;  // the sorted path's parts instead (bytes from the start)
+  bool sorted = false;  // the sorted path's parts instead: the SortLayout base, then the carry
   SortShape sort;
-  int64_t keys_at[2] = {0, 0};
-  int64_t vals_at[2] = {0, 0};
-  int64_t temp_at = 0;
-  int64_t temp_bytes = 0;
   int64_t carry_at = 0;
 };
 
@@ -54,16 +51,10 @@ inline int64_t seg_chunks(int64_t n) {
 inline WsLayout ws_layout(const ScatterArgs& a, const SortShape& sort = {}, int64_t sort_temp = 0) {
   WsLayout w;
   if (sort.use) {
-    const int64_t part = align256(sort.n * (sort.wide ? 8 : 4));
     w.needed = w.sorted = true;
     w.sort = sort;
-    for (int k = 0; k < 2; ++k) {
-      w.keys_at[k] = k * part;
-      w.vals_at[k] = (2 + k) * part;
-    }
-    w.temp_at = 4 * part;
-    w.temp_bytes = align256(sort_temp > 0 ? sort_temp : 0);
-    w.carry_at = w.temp_at + w.temp_bytes;
+    static_cast<SortLayout&>(w) = sort_layout(sort.n, sort.wide ? 8 : 4, sort_temp);
+    w.carry_at = w.end;
     const int64_t carry =
         a.desc.accumulates() ? seg_chunks(sort.n) * 2 * sort.lines * acc_bytes(a.out.dtype) : 0;
     w.total = w.carry_at + align256(carry);
