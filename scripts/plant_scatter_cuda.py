@@ -19,11 +19,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SEG = "core/src/scatter_cuda_segments.h"
-DISPATCH = "core/src/scatter_cuda_dispatch.h"
-TILE = "core/src/scatter_cuda_tile.h"
-IMPL = "core/src/scatter_cuda_impl.h"
-LAUNCH = "core/src/scatter_cuda_launch.h"
+SEG = "core/src/scatter/scatter_cuda_segments.h"
+DISPATCH = "core/src/scatter/scatter_cuda_dispatch.h"
+TILE = "core/src/scatter/scatter_cuda_tile.h"
+IMPL = "core/src/scatter/scatter_cuda_impl.h"
+LAUNCH = "core/src/scatter/scatter_cuda_launch.h"
 
 # name: (file, text, replacement)
 FAULTS = {

@@ -34,8 +34,8 @@ OURS = """========= COMPUTE-SANITIZER
 ========= ERROR SUMMARY: 1 error
 """
 RACE_OURS = """========= COMPUTE-SANITIZER
-========= Error: Race reported between Write access at 0x150 in /tmp/swrun/core/src/scatter_cuda_tile.h:120:void stridewise::cuda_scatter::scatter_tile_kernel<float>(T1)
-=========     and Read access at 0x170 in /tmp/swrun/core/src/scatter_cuda_tile.h:130:void stridewise::cuda_scatter::scatter_tile_kernel<float>(T1) [4 hazards]
+========= Error: Race reported between Write access at 0x150 in /tmp/swrun/core/src/scatter/scatter_cuda_tile.h:120:void stridewise::cuda_scatter::scatter_tile_kernel<float>(T1)
+=========     and Read access at 0x170 in /tmp/swrun/core/src/scatter/scatter_cuda_tile.h:130:void stridewise::cuda_scatter::scatter_tile_kernel<float>(T1) [4 hazards]
 ========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)
 """
 # An API error whose host frames pass through stridewise: not an error in our kernels.

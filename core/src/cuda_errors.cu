@@ -12,7 +12,7 @@
 #include <mutex>
 #include <string>
 
-#include "cuda_status.cuh"
+#include "common/cuda_status.cuh"
 #include "stridewise/cuda_errors.h"
 
 namespace stridewise {

@@ -6,7 +6,7 @@
 #include <map>
 #include <utility>
 
-#include "../src/elem_types.h"
+#include "../src/common/elem_types.h"
 
 namespace swt {
 

@@ -13,7 +13,7 @@
 #include <random>
 #include <vector>
 
-#include "../src/elem_types.h"
+#include "../src/common/elem_types.h"
 #include "stridewise/scatter.h"
 #include "test_util.h"
 

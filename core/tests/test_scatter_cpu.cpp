@@ -11,7 +11,7 @@
 #include <cstring>
 #include <vector>
 
-#include "../src/elem_types.h"
+#include "../src/common/elem_types.h"
 #include "stridewise/scatter.h"
 #include "test_util.h"
 

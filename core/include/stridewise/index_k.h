@@ -68,7 +68,7 @@
 // Mean, on both devices the same arithmetic and order, so CPU and CUDA agree bitwise: the seq
 // positions sorted by their terms, stably (CPU: std::stable_sort; CUDA: CUB's radix sort, the
 // sorted path, taken by every mean), each element's writers walked in index order, summed in
-// the accumulation type (scatter_arith::AccOf: float32 for float16/bfloat16) from +0, divided
+// the accumulation type (arith::AccOf: float32 for float16/bfloat16) from +0, divided
 // once by their count (the run's length; floor division for integers, the narrow ones' sum
 // wrapped first, as scatter_reduce's mean) and rounded once. So a mean is as close to a
 // float64 reference as ATen CUDA's (float32 sum, rounded once); ATen CPU's (1/count-scaled

@@ -44,8 +44,7 @@ struct IndexedOpDesc {
 // "copy", "add", "multiply", "mean", "amax", "amin".
 const char* combine_name(Combine c);
 
-// The descriptor of gather and of each scatter form.
-constexpr IndexedOpDesc kGatherDesc{OpCode::kGather, IndexRole::kRead, Combine::kCopy, true};
+// The descriptor of each scatter form.
 constexpr IndexedOpDesc scatter_desc(OpCode op, Combine c, bool include_self = true) {
   return IndexedOpDesc{op, IndexRole::kWrite, c, include_self};
 }

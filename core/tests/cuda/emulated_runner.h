@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "cuda_test_util.h"  // kDataTypes, make_case
-#include "gather_cuda_impl.h"
+#include "gather/gather_cuda_impl.h"
 #include "test_util.h"
 
 namespace swct {

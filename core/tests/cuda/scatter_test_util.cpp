@@ -8,7 +8,7 @@
 #include <sstream>
 #include <utility>
 
-#include "scatter_arith.h"  // the element arithmetic (Conv, Ops), shared with the kernels
+#include "common/elem_arith.h"  // the element arithmetic (Conv, Ops), shared with the kernels
 
 namespace swct {
 
@@ -20,7 +20,7 @@ using stridewise::ScatterPlan;
 using stridewise::Status;
 using stridewise::StridedView;
 namespace el = stridewise::elem;
-namespace sa = stridewise::scatter_arith;
+namespace sa = stridewise::arith;
 
 const DType kScatterTypes[12] = {DType::kBool,    DType::kUInt8,     DType::kInt8,
                                  DType::kInt16,   DType::kInt32,     DType::kInt64,

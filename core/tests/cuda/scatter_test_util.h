@@ -1,7 +1,7 @@
 // Scatter test helpers shared by test_scatter_emulated.cpp (kernel bodies on the host) and
 // test_scatter_cuda.cpp (the GPU): random scatter problems over guarded storages, an obvious
 // host reference (the logical walk in index order, over the element arithmetic the kernels
-// share: scatter_arith.h, whose semantics test_scatter_cpu.cpp checks against a float64
+// share: common/elem_arith.h, whose semantics test_scatter_cpu.cpp checks against a float64
 // reference and the pytest suite against ATen), the element comparison, and the host runner
 // that stands in for scatter_cuda.cu's launches.
 #pragma once
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "scatter_cuda_dispatch.h"
+#include "scatter/scatter_cuda_dispatch.h"
 #include "stridewise/scatter.h"
 #include "test_util.h"
 

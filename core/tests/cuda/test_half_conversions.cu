@@ -10,8 +10,8 @@
 #include <random>
 #include <vector>
 
+#include "common/elem_types.h"
 #include "cuda_test_util.h"
-#include "elem_types.h"
 
 namespace swct {
 namespace {

@@ -1,16 +1,18 @@
-// The CUDA advanced-indexing kernel bodies (index_k_cuda_impl.h) run on the host for every
-// block and thread of their grid, over the same random cases as the CPU executor's test and
-// against the same logical reference: the unit (vector) offsets, the k terms with their
-// wrap, the unravel calculator, the validation pass that stops a write, the narrow types'
-// workspace, and the sorted path's walks (copy, add, mean). Needs no GPU; never skips.
+// The CUDA advanced-indexing kernel bodies (index_k_cuda_impl.h, index_k_cuda_sorted.h), driven
+// by index_k_cuda.cu's own launch sequence (index_k_cuda_launch.h) through a host runner, run on
+// the host for every block and thread of their grid, over the same random cases as the CPU
+// executor's test and against the same logical reference: the unit (vector) offsets, the k terms
+// with their wrap, the unravel calculator, the validation pass that stops a write, the narrow
+// types' workspace, and the sorted path's walks (copy, add, mean). Needs no GPU; never skips.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <vector>
 
+#include "index_k/index_k_cuda_launch.h"
 #include "index_k_case.h"
-#include "index_k_cuda_sorted.h"
 
 namespace swt {
 namespace {
@@ -23,64 +25,192 @@ using stridewise::IndexRole;
 using stridewise::Status;
 namespace ik = stridewise::cuda_index_k;
 
-template <typename I>
-I grid_of(int64_t n) {  // a small grid, so the grid-stride loops turn more than once
-  return I(std::max<int64_t>(1, std::min<int64_t>(3, (n + 1023) / 1024)));
-}
+// The host stand-in for index_k_cuda.cu's CudaRunner, driven by the real launch sequence
+// (index_k_cuda_launch.h): every thread of every block, the grid capped at `cap` blocks so the
+// grid-stride loops turn more than once. The check and keys kernels (and a read) record a bad
+// value and raise a write's abort word, as with_report does; every writing kernel does nothing
+// once the word is raised, as its `aborted` test does. The sort is std::stable_sort (CUB's
+// radix sort is stable) into buffer 1.
+struct IndexKHostRunner {
+  unsigned cap = 3;
+  unsigned wave = 3;   // one_wave(): the block-sorted fill's grid cap
+  bool bad = false;    // some kernel met a bad value
+  int vectorized = 0;  // seg_rows_vec launches
+  std::vector<std::string> launches;
 
-template <typename U, typename I, int D>
-void copy_all(const ik::Params<I, D>& p, bool write, ik::Bad& bad) {
-  const I g = grid_of<I>(int64_t(p.numel));
-  for (I b = 0; b < g; ++b)
-    for (I t = 0; t < I(ik::kThreads); ++t) {
-      if (write)
-        ik::copy_thread<U, true>(p, b, t, g, bad);
-      else
-        ik::copy_thread<U, false>(p, b, t, g, bad);
+  template <typename I, typename F>
+  void each(const char* name, unsigned blocks, F&& body) {
+    launches.push_back(name);
+    const unsigned g = std::min(blocks, cap);
+    for (unsigned b = 0; b < g; ++b)
+      for (unsigned t = 0; t < unsigned(ik::kThreads); ++t) body(I(b), I(t), I(g));
+  }
+  void report(const ik::Bad& b, const ik::Abort& abort) {
+    if (!b.b.any) return;
+    bad = true;
+    if (abort.word) *abort.word = abort.gen;
+  }
+  static bool stopped(const ik::Abort& a) { return a.word && ik::aborted(a); }
+
+  template <typename U, typename I, int D>
+  void read(const ik::Params<I, D>& p, unsigned blocks) {
+    ik::Bad b;
+    each<I>("read", blocks, [&](I bl, I t, I g) { ik::copy_thread<U, false>(p, bl, t, g, b); });
+    report(b, p.abort);
+  }
+  template <typename I, int D>
+  void check(const ik::Params<I, D>& p, unsigned blocks) {
+    ik::Bad b;
+    each<I>("check", blocks, [&](I bl, I t, I g) { ik::check_thread(p, bl, t, g, b); });
+    report(b, p.abort);
+  }
+  template <typename U, typename I, int D>
+  void put(const ik::Params<I, D>& p, unsigned blocks) {
+    if (stopped(p.abort)) return;
+    ik::Bad b;  // values were checked: never set
+    each<I>("put", blocks, [&](I bl, I t, I g) { ik::copy_thread<U, true>(p, bl, t, g, b); });
+  }
+  template <typename T, typename I, int D>
+  void add(const ik::Params<I, D>& p, stridewise::arith::AccOf<T>* acc, unsigned blocks) {
+    if (stopped(p.abort)) return;
+    ik::Bad b;
+    each<I>("add", blocks, [&](I bl, I t, I g) { ik::add_thread<T>(p, acc, bl, t, g, b); });
+  }
+  template <typename I, int D>
+  void keys(const ik::Params<I, D>& p, uint64_t* k, int64_t* v, unsigned blocks) {
+    ik::Bad b;
+    each<I>("keys", blocks, [&](I bl, I t, I g) { ik::keys_thread(p, k, v, bl, t, g, b); });
+    report(b, p.abort);
+  }
+  size_t sort_temp_bytes(int64_t n) const { return size_t(100 + n); }  // any size
+  int sort(const ik::SortSpace& w, int64_t n, int end_bit) {
+    launches.push_back("sort");
+    EXPECT_GE(end_bit, 1);
+    std::vector<int64_t> order(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t x, int64_t y) { return w.keys[0][x] < w.keys[0][y]; });
+    for (int64_t i = 0; i < n; ++i) {
+      w.keys[1][i] = w.keys[0][order[i]];
+      w.vals[1][i] = w.vals[0][order[i]];
     }
-}
-
-// Emulates index_k_cuda's launch sequence for one case; returns whether a bad value was met.
-template <typename I, int D>
-bool emulate(const stridewise::IndexKArgs& a, const IndexKPlan& plan) {
-  int64_t word = 0;
-  const ik::AbortWord abort{&word, 1};
-  const ik::Params<I, D> p = ik::make_params<I, D>(a, plan, plan.loop, nullptr, abort);
-  const I g = grid_of<I>(int64_t(p.numel));
-  ik::Bad bad;
-  if (ik::writes(a)) {
-    const ik::Params<I, D> c = ik::make_params<I, D>(a, plan, plan.check, nullptr, abort);
-    const I gc = grid_of<I>(int64_t(c.numel));
-    for (I b = 0; b < gc; ++b)
-      for (I t = 0; t < I(ik::kThreads); ++t) ik::check_thread(c, b, t, gc, bad);
-    if (bad.b.any) return true;  // the abort word: nothing is written
+    return 1;
   }
-  const int bytes = stridewise::elem_size(a.self.dtype) * plan.vec;
-  if (a.desc.combine == Combine::kCopy) {
-    const Status s = stridewise::cuda_gather::with_unit(bytes, [&](auto ut) {
-      copy_all<typename decltype(ut)::type>(p, ik::writes(a), bad);
-      return Status::kOk;
+  template <typename U, typename I, int D>
+  void fill_rows(const ik::FillParams<I, D>& f, const uint64_t* k, unsigned blocks) {
+    if (stopped(f.abort)) return;
+    each<I>("fill_rows", blocks, [&](I bl, I t, I g) { ik::fill_rows_thread<U>(f, k, bl, t, g); });
+  }
+  int64_t one_wave() const { return wave; }
+  // fill_block_kernel: each block sorts its own shared keys (its phases run for every thread
+  // before the next: the block's barriers), checking every block's keys came out sorted.
+  template <typename U, typename I, int D>
+  void fill_block(const ik::Params<I, D>& seq, const ik::FillParams<I, D>& f, int64_t n2,
+                  unsigned blocks, size_t smem) {
+    launches.push_back("fill_block");
+    EXPECT_EQ(smem, size_t(n2) * sizeof(I));
+    std::vector<std::vector<I>> k(blocks, std::vector<I>(size_t(n2)));
+    for (unsigned bl = 0; bl < blocks; ++bl) {
+      ik::Bad b;
+      for (I t = 0; t < I(ik::kThreads); ++t)
+        ik::fill_keys_phase(seq, k[bl].data(), n2, t, I(ik::kThreads), b);
+      report(b, seq.abort);
+      if (b.b.any) return;  // every block reads the same values: none writes
+      for (int64_t s = 2; s <= n2; s *= 2)
+        for (int64_t j = s / 2; j > 0; j /= 2)
+          for (I t = 0; t < I(ik::kThreads); ++t)
+            ik::bitonic_step(k[bl].data(), n2, s, j, t, I(ik::kThreads));
+      EXPECT_TRUE(std::is_sorted(k[bl].begin(), k[bl].end()));
+    }
+    for (unsigned bl = 0; bl < blocks; ++bl)
+      for (I t = 0; t < I(ik::kThreads); ++t)
+        ik::fill_rows_thread<U>(f, k[bl].data(), I(bl), t, I(blocks));
+  }
+  // seg_rows_kernel / seg_rows_vec_kernel: a block per sorted position, grid-strided.
+  template <typename T, bool kAdd, typename I, int D>
+  void seg_rows(const ik::SegParams<I, D>& a, unsigned blocks) {
+    seg_blocks("seg_rows", a, blocks, [&](int64_t i, int64_t end) {
+      for (int64_t r = 0; r < a.n_row; ++r) ik::seg_walk<T, kAdd>(a, i, end, I(r));
     });
-    EXPECT_EQ(s, Status::kOk);
-    return bad.b.any;
   }
-  // Adds: float32 and int32 accumulate in place; the test adds no narrow type through here.
-  if (a.self.dtype == DType::kInt32) {
-    for (I b = 0; b < g; ++b)
-      for (I t = 0; t < I(ik::kThreads); ++t)
-        ik::add_thread<int32_t>(p, static_cast<int32_t*>(a.self.data), b, t, g, bad);
-  } else {
-    for (I b = 0; b < g; ++b)
-      for (I t = 0; t < I(ik::kThreads); ++t)
-        ik::add_thread<float>(p, static_cast<float*>(a.self.data), b, t, g, bad);
+  template <typename T, bool kAdd, int V, typename I, int D>
+  void seg_rows_vec(const ik::SegParams<I, D>& a, unsigned blocks) {
+    ++vectorized;
+    seg_blocks("seg_rows_vec", a, blocks, [&](int64_t i, int64_t end) {
+      for (int64_t u = 0; u < a.n_row / V; ++u) ik::seg_walk_vec<T, kAdd, V>(a, i, end, I(u));
+    });
   }
-  return bad.b.any;
+  template <typename I, int D, typename F>
+  void seg_blocks(const char* name, const ik::SegParams<I, D>& a, unsigned blocks, F&& walk) {
+    launches.push_back(name);
+    if (stopped(a.abort)) return;
+    const unsigned g = std::min(blocks, cap);
+    for (unsigned bl = 0; bl < g; ++bl)
+      for (int64_t i = bl; i < a.n_seq; i += g) {
+        int64_t end = 0;
+        if (ik::seg_head(a, i, &end)) walk(i, end);
+      }
+  }
+  template <typename T, bool kAdd, typename I, int D>
+  void seg_flat(const ik::SegParams<I, D>& a, I n, unsigned blocks) {
+    if (stopped(a.abort)) return;
+    each<I>("seg_flat", blocks, [&](I bl, I t, I g) {
+      for (I q = bl * I(ik::kThreads) + t; q < n; q += g * I(ik::kThreads)) {
+        const stridewise::DivMod<I> ir = a.row_div.divmod(q);
+        ik::seg_at<T, kAdd>(a, int64_t(ir.div), ir.mod);
+      }
+    });
+  }
+};
+
+// A workspace of `bytes`, 256-byte aligned (CUB's alignment, the layout's parts').
+struct Workspace {
+  std::vector<unsigned char> mem;
+  void* base = nullptr;
+  explicit Workspace(int64_t bytes) : mem(static_cast<size_t>(bytes) + 256) {
+    const uintptr_t p = reinterpret_cast<uintptr_t>(mem.data());
+    base = mem.data() + (256 - p % 256) % 256;
+  }
+};
+
+ik::Abort abort_of(const stridewise::IndexKArgs& a, int64_t* word) {
+  *word = 0;
+  return ik::writes(a) ? ik::Abort{word, 1} : ik::Abort{};  // CudaCall: a read takes none
 }
 
-bool emulate_any(const stridewise::IndexKArgs& a, const IndexKPlan& plan, bool wide) {
-  if (!wide && plan.loop.fits_int32 && plan.loop.rank <= 6 && plan.unravel.rank <= 6)
-    return emulate<uint32_t, 6>(a, plan);
-  return emulate<int64_t, 25>(a, plan);
+// index_k_cuda's launch sequence for one case (wide: the 64-bit offsets, whatever the plan
+// allows); returns whether a bad value was met.
+bool emulate_any(const stridewise::IndexKArgs& a, const IndexKPlan& planned, bool wide,
+                 IndexKHostRunner* seen = nullptr) {
+  IndexKPlan plan = planned;
+  if (wide) plan.loop.fits_int32 = false;
+  IndexKHostRunner r;
+  int64_t word = 0;
+  Workspace ws(int64_t(ik::index_k_workspace_bytes(a, plan, true, r)));
+  EXPECT_EQ(ik::run_index_k(a, plan, ws.base, nullptr, abort_of(a, &word), true, r), Status::kOk);
+  if (seen) *seen = r;
+  return r.bad;
+}
+
+// The sorted fill's sequence (launch_fill_rows), whether or not the call would take it: keys
+// over IndexKPlan::seq (validating), the sort, then fill_rows over every (row, sorted key).
+template <typename I, int D>
+bool emulate_fill_rows(const stridewise::IndexKArgs& a, const IndexKPlan& plan) {
+  IndexKHostRunner r;
+  int64_t word = 0;
+  Workspace ws(ik::sort_space(plan, nullptr, r.sort_temp_bytes(plan.seq.numel)).total);
+  EXPECT_EQ((ik::launch_fill_rows<I, D>(a, plan, ws.base, nullptr, abort_of(a, &word), r)),
+            Status::kOk);
+  return r.bad;
+}
+
+// The block-sorted fill's sequence (launch_fill_block) with one wave of `blocks` blocks.
+template <typename I, int D>
+bool emulate_fill_block(const stridewise::IndexKArgs& a, const IndexKPlan& plan, unsigned blocks) {
+  IndexKHostRunner r;
+  r.wave = blocks;
+  EXPECT_EQ((ik::launch_fill_block<I, D>(a, plan, nullptr, r)), Status::kOk);
+  return r.bad;
 }
 
 TEST(IndexKEmulated, BodiesMatchReference) {
@@ -117,68 +247,6 @@ TEST(IndexKEmulated, BodiesMatchReference) {
   EXPECT_LT(raced, 60);  // most write copies were compared
 }
 
-// The sorted fill's launch sequence: keys over IndexKPlan::seq (validating), a stable sort of
-// the keys (CUB's on the GPU), then fill_rows_thread over every (row, sorted key). Returns
-// whether a bad value was met (then nothing is written, as the abort word decides).
-template <typename I, int D>
-bool emulate_fill_rows(const stridewise::IndexKArgs& a, const IndexKPlan& plan) {
-  int64_t word = 0;
-  const ik::AbortWord abort{&word, 1};
-  const ik::Params<I, D> p = ik::make_params<I, D>(a, plan, plan.seq, nullptr, abort);
-  std::vector<uint64_t> keys(static_cast<size_t>(plan.seq.numel));
-  std::vector<int64_t> vals(keys.size());
-  ik::Bad bad;
-  const I g = grid_of<I>(plan.seq.numel);
-  for (I b = 0; b < g; ++b)
-    for (I t = 0; t < I(ik::kThreads); ++t)
-      ik::keys_thread(p, keys.data(), vals.data(), b, t, g, bad);
-  if (bad.b.any) return true;
-  std::stable_sort(keys.begin(), keys.end());
-  const ik::FillParams<I, D> f = ik::make_fill_params<I, D>(a, plan, abort);
-  const I gf = grid_of<I>(int64_t(f.numel));
-  const Status s =
-      stridewise::cuda_gather::with_unit(int(stridewise::elem_size(a.self.dtype)), [&](auto ut) {
-        for (I b = 0; b < gf; ++b)
-          for (I t = 0; t < I(ik::kThreads); ++t)
-            ik::fill_rows_thread<typename decltype(ut)::type>(f, keys.data(), b, t, gf);
-        return Status::kOk;
-      });
-  EXPECT_EQ(s, Status::kOk);
-  return false;
-}
-
-// The block-sorted fill's kernel over `blocks` blocks (a grid the fill strides over): each
-// block its own shared keys, its phases run for every thread before the next (the block's
-// barriers), the bitonic steps in the kernel's order. Returns whether a bad value was met (then
-// no block writes). Also checks that every block's keys came out sorted.
-template <typename I, int D>
-bool emulate_fill_block(const stridewise::IndexKArgs& a, const IndexKPlan& plan, I blocks) {
-  const ik::Params<I, D> seq = ik::make_params<I, D>(a, plan, plan.seq, nullptr, ik::AbortWord{});
-  const ik::FillParams<I, D> f = ik::make_fill_params<I, D>(a, plan, ik::AbortWord{});
-  const int64_t n2 = ik::fill_block_keys(plan);
-  std::vector<std::vector<I>> keys(static_cast<size_t>(blocks), std::vector<I>(size_t(n2)));
-  for (I b = 0; b < blocks; ++b) {
-    ik::Bad bad;
-    for (I t = 0; t < I(ik::kThreads); ++t)
-      ik::fill_keys_phase(seq, keys[b].data(), n2, t, I(ik::kThreads), bad);
-    if (bad.b.any) return true;  // every block reads the same values: none writes
-    for (int64_t k = 2; k <= n2; k *= 2)
-      for (int64_t j = k / 2; j > 0; j /= 2)
-        for (I t = 0; t < I(ik::kThreads); ++t)
-          ik::bitonic_step(keys[b].data(), n2, k, j, t, I(ik::kThreads));
-    EXPECT_TRUE(std::is_sorted(keys[b].begin(), keys[b].end()));
-  }
-  const Status s =
-      stridewise::cuda_gather::with_unit(int(stridewise::elem_size(a.self.dtype)), [&](auto ut) {
-        for (I b = 0; b < blocks; ++b)
-          for (I t = 0; t < I(ik::kThreads); ++t)
-            ik::fill_rows_thread<typename decltype(ut)::type>(f, keys[b].data(), b, t, blocks);
-        return Status::kOk;
-      });
-  EXPECT_EQ(s, Status::kOk);
-  return false;
-}
-
 // index_fill's one-value writes (duplicates, an expanded self): every writer of an element
 // stores the same bytes, so the grid's order cannot show and every case is compared; a
 // deterministic call stays off the sorted path (nothing to order).
@@ -210,7 +278,7 @@ TEST(IndexKEmulated, OrderFreeFillMatchesReference) {
       EXPECT_EQ(diff_bytes(c.self.base(), want.data(), want.size()), "")
           << "sorted fill, seed " << seed << " trial " << trial << " " << c.describe();
       std::memcpy(c.self.base(), before.data(), before.size());
-      const bool bad = trial % 3 == 0 ? emulate_fill_block<int64_t, 25>(c.args, plan, 2)
+      const bool bad = trial % 3 == 0 ? emulate_fill_block<int64_t, 64>(c.args, plan, 2)
                                       : emulate_fill_block<uint32_t, 6>(c.args, plan, 3);
       EXPECT_FALSE(bad) << c.describe();
       EXPECT_EQ(diff_bytes(c.self.base(), want.data(), want.size()), "")
@@ -344,68 +412,13 @@ TEST(IndexKEmulated, RowsMoveInVectorUnits) {
 // and means (those sums from +0, divided once) equal the reference bitwise.
 template <typename I, int D>
 bool emulate_sorted(const stridewise::IndexKArgs& a, const IndexKPlan& plan, int* vectorized) {
+  IndexKHostRunner r;
   int64_t word = 0;
-  const ik::AbortWord abort{&word, 1};
-  const ik::Params<I, D> p = ik::make_params<I, D>(a, plan, plan.seq, nullptr, abort);
-  const int64_t n = plan.seq.numel;
-  std::vector<uint64_t> keys(n);
-  std::vector<int64_t> vals(n);
-  const I g = grid_of<I>(n);
-  ik::Bad bad;
-  for (I b = 0; b < g; ++b)
-    for (I t = 0; t < I(ik::kThreads); ++t)
-      ik::keys_thread(p, keys.data(), vals.data(), b, t, g, bad);
-  if (bad.b.any) return true;
-  std::vector<int64_t> order(n);
-  for (int64_t i = 0; i < n; ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t x, int64_t y) { return keys[x] < keys[y]; });
-  std::vector<uint64_t> sk(n);
-  std::vector<int64_t> sv(n);
-  for (int64_t i = 0; i < n; ++i) sk[i] = keys[order[i]], sv[i] = vals[order[i]];
-  const ik::SegParams<I, D> s = ik::make_seg_params<I, D>(a, plan, sk.data(), sv.data(), abort);
-  const int vec = ik::seg_vec_width(a, plan);
-  const int es = stridewise::elem_size(a.self.dtype);
-  // Adds and means (SegParams::mean) walk per element type; copies per unit of its size.
-  const bool acc = a.desc.accumulates();
-  if (vec > 1 && vec == 16 / es) {  // the unit walk, as seg_rows_vec_kernel runs it
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t end = 0;
-      if (!ik::seg_head(s, i, &end)) continue;
-      for (int64_t u = 0; u < plan.row.numel / vec; ++u) {
-        if (acc)
-          stridewise::elem::with_type(a.self.dtype, [&](auto tag) {
-            using T = typename decltype(tag)::type;
-            if constexpr (sizeof(T) <= 8)
-              ik::seg_walk_vec<T, true, 16 / sizeof(T)>(s, i, end, I(u));
-            return Status::kOk;
-          });
-        else
-          stridewise::cuda_gather::with_unit(es, [&](auto ut) {
-            using T = typename decltype(ut)::type;
-            if constexpr (sizeof(T) <= 8)
-              ik::seg_walk_vec<T, false, 16 / sizeof(T)>(s, i, end, I(u));
-            return Status::kOk;
-          });
-      }
-    }
-    ++*vectorized;
-    return false;
-  }
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t r = 0; r < plan.row.numel; ++r) {
-      if (acc)
-        stridewise::elem::with_type(a.self.dtype, [&](auto tag) {
-          ik::seg_at<typename decltype(tag)::type, true>(s, i, I(r));
-          return Status::kOk;
-        });
-      else
-        stridewise::cuda_gather::with_unit(stridewise::elem_size(a.self.dtype), [&](auto ut) {
-          ik::seg_at<typename decltype(ut)::type, false>(s, i, I(r));
-          return Status::kOk;
-        });
-    }
-  return false;
+  Workspace ws(ik::sort_space(plan, nullptr, r.sort_temp_bytes(plan.seq.numel)).total);
+  EXPECT_EQ((ik::launch_sorted<I, D>(a, plan, ws.base, nullptr, abort_of(a, &word), r)),
+            Status::kOk);
+  *vectorized += r.vectorized;
+  return r.bad;
 }
 
 TEST(IndexKEmulated, SortedPathResolvesDuplicatesInIndexOrder) {
@@ -430,7 +443,7 @@ TEST(IndexKEmulated, SortedPathResolvesDuplicatesInIndexOrder) {
     const std::vector<unsigned char> want = index_k_reference(c);
     const bool small = plan.seq.fits_int32 && plan.seq.rank <= 6 && plan.row.rank <= 6;
     const bool bad = small && trial % 2 ? emulate_sorted<uint32_t, 6>(c.args, plan, &vectorized)
-                                        : emulate_sorted<int64_t, 25>(c.args, plan, &vectorized);
+                                        : emulate_sorted<int64_t, 64>(c.args, plan, &vectorized);
     EXPECT_FALSE(bad);
     EXPECT_EQ(diff_bytes(c.self.base(), want.data(), want.size()), "")
         << "seed " << seed << " trial " << trial << " " << c.describe();
@@ -506,7 +519,7 @@ TEST(IndexKEmulated, BadValueStopsEveryMean) {
     ErrorDetail err;
     ASSERT_EQ(stridewise::plan_index_k(c.args, &plan, &err), Status::kOk) << err.message;
     int vectorized = 0;
-    const bool bad = emulate_sorted<int64_t, 25>(c.args, plan, &vectorized);
+    const bool bad = emulate_sorted<int64_t, 64>(c.args, plan, &vectorized);
     EXPECT_TRUE(bad) << c.describe();
     EXPECT_EQ(diff_bytes(c.self.base(), before.data(), before.size()), "") << c.describe();
     ++seen;
@@ -535,6 +548,47 @@ TEST(IndexKEmulated, BadValueStopsEveryWrite) {
     if (HasFailure()) return;
   }
   EXPECT_GE(seen, 100);
+}
+
+// take() from a self of 30 dims that no two merge (sizes 2, every stride 1: overlapping,
+// which a read allows): the unravel calculator has 30 dims, past the 25 index_k_cuda once
+// refused (kUnsupported, "more than 25 dims after coalescing"); the launch now takes the
+// kMaxRank capacity, as gather and scatter do. Reads and an add, both offset widths.
+TEST(IndexKEmulated, TakesRanksPast25) {
+  Rng rng(test_seed());
+  for (int trial = 0; trial < 4; ++trial) {
+    const IndexRole role = trial < 2 ? IndexRole::kRead : IndexRole::kWrite;
+    const Combine comb = role == IndexRole::kWrite ? Combine::kAdd : Combine::kCopy;
+    IndexKCase c = make_index_k_case(rng, DType::kFloat32, IndexMode::kUnravel, role, comb);
+    if (numel(c.shape) == 0) continue;
+    const int r = 30;
+    c.self =
+        make_tensor(DType::kFloat32, std::vector<int64_t>(r, 2), std::vector<int64_t>(r, 1), 0);
+    for (int64_t e = 0; e <= r; ++e) {  // small integers: an add is exact in any order
+      const float f = float(rand_int(rng, -8, 8));
+      std::memcpy(static_cast<float*>(c.self.view.data) + e, &f, 4);
+    }
+    const int64_t n = c.self.view.numel();
+    fill_index(rng, c.idx[0], c.args.desc.lowest_index(n), n - 1);
+    stridewise::IndexKArgs& a = c.args;
+    a.target = c.self.view;
+    a.self = c.self.view;
+    a.self.rank = static_cast<int>(c.shape.size());
+    for (int d = 0; d < a.self.rank; ++d) {
+      a.self.sizes[d] = c.shape[d];
+      a.self.strides[d] = 0;
+    }
+    const std::vector<unsigned char> want = index_k_reference(c);
+    IndexKPlan plan;
+    ErrorDetail err;
+    ASSERT_EQ(stridewise::plan_index_k(a, &plan, &err), Status::kOk) << err.message;
+    ASSERT_EQ(plan.unravel.rank, r);
+    IndexKHostRunner seen;
+    EXPECT_FALSE(emulate_any(a, plan, trial % 2 == 1, &seen)) << c.describe();
+    EXPECT_FALSE(seen.launches.empty());
+    const TestTensor& t = role == IndexRole::kWrite ? c.self : c.dense;
+    EXPECT_EQ(diff_bytes(t.base(), want.data(), want.size()), "") << c.describe();
+  }
 }
 
 }  // namespace

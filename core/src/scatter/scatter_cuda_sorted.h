@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <string>
 
-#include "scatter_cuda_segments.h"
+#include "scatter/scatter_cuda_segments.h"
 #include "stridewise/scatter.h"
 
 namespace stridewise {
@@ -90,7 +90,7 @@ inline SortShape sort_shape(const ScatterArgs& a, const ScatterPlan& p, PathChoi
   s.n = p.line_len;
   s.end_bit = 1;
   while (s.end_bit < 64 && (uint64_t(p.out_dim_size - 1) >> s.end_bit) != 0) ++s.end_bit;
-  s.wide = p.out_dim_size > (int64_t(1) << 32) || p.line_len > cuda_gather::kI32Max;
+  s.wide = p.out_dim_size > (int64_t(1) << 32) || p.line_len > kI32Max;
   s.lines = p.lines.numel;
   return s;
 }

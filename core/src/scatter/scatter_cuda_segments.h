@@ -28,7 +28,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "scatter_cuda_impl.h"
+#include "scatter/scatter_cuda_impl.h"
 #include "stridewise/scatter.h"
 
 namespace stridewise {

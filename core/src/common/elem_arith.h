@@ -1,9 +1,11 @@
-// The scatter family's element arithmetic, written once for the CPU kernels and the CUDA
-// kernels (host and device compilable): per storage type T, Conv<T> (the accumulation type
-// Acc, load and store); per accumulation type A, the combines with ATen's semantics (Ops<A>,
-// combine()), their identities, the mean rule (mean_sum, Ops::mean) and the finish rule
-// (finish_acc). The CUDA atomics over these are in scatter_cuda_types.h. Copy kernels never
-// come here: they move bytes per element size.
+// The element arithmetic of every accumulating kernel (scatter family, index_put/index_add),
+// written once for the CPU kernels and the CUDA kernels (host and device compilable): per
+// storage type T, Conv<T> (the accumulation type Acc, load and store); per accumulation type
+// A, the combines with ATen's semantics (Ops<A>, combine()), their identities, the mean rule
+// (mean_sum, Ops::mean) and the finish rule (finish_acc); and the atomics over them
+// (atomic_combine, atomic_count: real atomics on the device, plain read-modify-writes on the
+// host, where the emulation tests run one thread at a time). Copy kernels never come here:
+// they move bytes per element size.
 #pragma once
 
 #include <cmath>
@@ -11,13 +13,14 @@
 #include <limits>
 #include <type_traits>
 
-#include "elem_types.h"
+#include "common/elem_types.h"
 #include "stridewise/indexed_op.h"
 
 namespace stridewise {
-namespace scatter_arith {
+namespace arith {
 
 using elem::BF16;
+using elem::bits_as;
 using elem::Bool;
 using elem::Cx;
 using elem::CxFma;
@@ -286,5 +289,76 @@ SW_HOST_DEVICE SW_INLINE bool finish_acc(Combine c, bool include_self, int64_t c
   return include_self || count > 0;
 }
 
-}  // namespace scatter_arith
+// ---- atomics ------------------------------------------------------------------------
+
+#if defined(__CUDA_ARCH__)
+// *p = f(*p), atomically, by compare-and-swap on the element itself (4 or 8 bytes). Narrower
+// types never come here (they accumulate in int32, NarrowConv), so no byte outside the element
+// is ever read or written; 16 bytes never come here either: run_scatter sends complex128
+// multiply to the lines kernel (no atomics).
+template <typename A, typename F>
+__device__ SW_INLINE void cas_update(A* p, F f) {
+  static_assert(sizeof(A) >= 4, "cas_update: narrow types accumulate in int32 (NarrowConv)");
+  if constexpr (sizeof(A) == 4 || sizeof(A) == 8) {
+    using W = std::conditional_t<sizeof(A) == 4, unsigned int, unsigned long long>;
+    W* w = reinterpret_cast<W*>(p);
+    W old = *w, assumed;
+    do {
+      assumed = old;
+      const W nv = bits_as<W>(f(bits_as<A>(assumed)));
+      if (nv == assumed) return;
+      old = atomicCAS(w, assumed, nv);
+    } while (old != assumed);
+  } else {
+    __trap();  // complex128 multiply: unreachable (the lines kernel takes it)
+  }
+}
+
+template <typename A>
+__device__ SW_INLINE void device_combine(A* p, A v, Combine c) {
+  const bool add = c == Combine::kAdd || c == Combine::kMean;
+  if constexpr (std::is_same<A, float>::value || std::is_same<A, double>::value) {
+    if (add) return (void)atomicAdd(p, v);
+  } else if constexpr (std::is_same<A, int32_t>::value) {
+    int* q = reinterpret_cast<int*>(p);
+    if (add) return (void)atomicAdd(q, v);
+    if (c == Combine::kMax) return (void)atomicMax(q, v);
+    if (c == Combine::kMin) return (void)atomicMin(q, v);
+  } else if constexpr (std::is_same<A, int64_t>::value) {
+    if (add)
+      return (void)atomicAdd(reinterpret_cast<unsigned long long*>(p),
+                             static_cast<unsigned long long>(v));
+    long long* q = reinterpret_cast<long long*>(p);
+    if (c == Combine::kMax) return (void)atomicMax(q, static_cast<long long>(v));
+    if (c == Combine::kMin) return (void)atomicMin(q, static_cast<long long>(v));
+  } else if constexpr (std::is_same<A, Cx<float>>::value || std::is_same<A, Cx<double>>::value) {
+    if (add) {
+      atomicAdd(&p->re, v.re);
+      atomicAdd(&p->im, v.im);
+      return;
+    }
+  }
+  cas_update(p, [&](A a) { return combine<A>(c, a, v); });
+}
+#endif
+
+// *p = combine(c, *p, v) with concurrent updaters (device), or plainly (host emulation).
+template <typename A>
+SW_HOST_DEVICE SW_INLINE void atomic_combine(A* p, A v, Combine c) {
+#if defined(__CUDA_ARCH__)
+  device_combine(p, v, c);
+#else
+  *p = combine<A>(c, *p, v);
+#endif
+}
+
+SW_HOST_DEVICE SW_INLINE void atomic_count(int32_t* p) {
+#if defined(__CUDA_ARCH__)
+  atomicAdd(reinterpret_cast<int*>(p), 1);
+#else
+  ++*p;
+#endif
+}
+
+}  // namespace arith
 }  // namespace stridewise

@@ -9,17 +9,16 @@
 #include <type_traits>
 #include <vector>
 
-#include "scatter_arith.h"
+#include "common/cpu_common.h"
+#include "common/elem_arith.h"
 #include "stridewise/scatter.h"
 
 namespace stridewise {
 namespace cpu_scatter {
 
-using namespace elem;           // NOLINT: the storage tags
-using namespace scatter_arith;  // NOLINT: Conv, Ops, combine, finish_acc
-
-constexpr int64_t kGrain = 32768;  // elements per chunk, as gather_cpu.cpp
-constexpr int64_t kNoError = std::numeric_limits<int64_t>::max();
+using namespace elem;        // NOLINT: the storage tags
+using namespace arith;       // NOLINT: Conv, Ops, combine, finish_acc
+using namespace cpu_common;  // NOLINT: kGrain, kNoError, load, store, load_index, publish_min
 
 // A LoopPlan in bytes, walked row by row (row = planned dim 0).
 template <int N>
@@ -68,28 +67,6 @@ struct Walk {
     }
   }
 };
-
-template <typename T>
-inline T load(const char* p) {
-  T v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-template <typename T>
-inline void store(char* p, const T& v) {
-  std::memcpy(p, &v, sizeof v);
-}
-
-inline int64_t load_index(const char* p, bool i64) {
-  return i64 ? load<int64_t>(p) : static_cast<int64_t>(load<int32_t>(p));
-}
-
-inline void publish_min(std::atomic<int64_t>& word, int64_t pos) {
-  int64_t cur = word.load(std::memory_order_relaxed);
-  while (pos < cur && !word.compare_exchange_weak(cur, pos, std::memory_order_relaxed)) {
-  }
-}
 
 // f(std::integral_constant<int, E>) for element size `bytes` (1, 2, 4, 8, 16); null otherwise.
 template <typename F>

@@ -30,8 +30,8 @@
 #include <cstdint>
 #include <string>
 
-#include "gather_cuda_common.h"
-#include "gather_cuda_tile.h"
+#include "gather/gather_cuda_tile.h"
+#include "gather/gather_cuda_types.h"
 #include "stridewise/gather.h"
 #include "stridewise/offset_calc.h"
 

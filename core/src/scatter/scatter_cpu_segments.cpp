@@ -10,7 +10,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "scatter_cpu_walk.h"
+#include "scatter/scatter_cpu_walk.h"
 
 namespace stridewise {
 namespace cpu_scatter {

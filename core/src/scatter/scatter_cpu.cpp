@@ -22,7 +22,7 @@
 #include <limits>
 #include <vector>
 
-#include "scatter_cpu_walk.h"
+#include "scatter/scatter_cpu_walk.h"
 #include "stridewise/scatter.h"
 
 namespace stridewise {

@@ -30,10 +30,10 @@
 #include <cstdint>
 #include <string>
 
-#include "scatter_cuda_bins.h"
-#include "scatter_cuda_launch.h"
-#include "scatter_cuda_sorted.h"
-#include "scatter_cuda_tile.h"
+#include "scatter/scatter_cuda_bins.h"
+#include "scatter/scatter_cuda_launch.h"
+#include "scatter/scatter_cuda_sorted.h"
+#include "scatter/scatter_cuda_tile.h"
 #include "stridewise/layout.h"
 #include "stridewise/scatter.h"
 
@@ -51,7 +51,7 @@ struct Launcher {
 
   Status validate() {
     const LoopPlan<1>& l = plan.index_elems;
-    return with_offsets(l.fits_int32, l.rank, [&](auto it, auto dims) {
+    return with_offsets(Buckets{}, l.fits_int32, l.rank, [&](auto it, auto dims) {
       using I = typename decltype(it)::type;
       constexpr int D = decltype(dims)::value;
       ValidateArgs<I, D> v{args.index.data,         idx64, OffsetCalculator<1, I, D>(l),
@@ -63,8 +63,8 @@ struct Launcher {
 
   Status copy(int unit, int units) {
     const LoopPlan<2>& l = plan.copy;
-    return cuda_gather::with_unit(unit, [&](auto ut) {
-      return with_offsets(l.fits_int32 && units == 1, l.rank, [&](auto it, auto dims) {
+    return with_unit(unit, [&](auto ut) {
+      return with_offsets(Buckets{}, l.fits_int32 && units == 1, l.rank, [&](auto it, auto dims) {
         using I = typename decltype(it)::type;
         constexpr int D = decltype(dims)::value;
         CopyArgs<I, D> c{args.out.data,           args.self.data, OffsetCalculator<2, I, D>(l),
@@ -79,8 +79,8 @@ struct Launcher {
     const bool lines = args.deterministic;
     const LoopPlan<3>& l = lines ? plan.lines : plan.elems;
     const bool u32 = l.fits_int32 && units == 1 && plan.line_len <= kI32Max;
-    return cuda_gather::with_unit(unit, [&](auto ut) {
-      return with_offsets(u32, l.rank, [&](auto it, auto dims) {
+    return with_unit(unit, [&](auto ut) {
+      return with_offsets(Buckets{}, u32, l.rank, [&](auto it, auto dims) {
         using I = typename decltype(it)::type;
         constexpr int D = decltype(dims)::value;
         PutArgs<I, D> p{};
@@ -114,7 +114,7 @@ struct Launcher {
     const LoopPlan<3> l =
         lines ? planned : interleave_target(planned, static_cast<int>(plan.dim), 128 / tbytes);
     const bool u32 = l.fits_int32 && plan.line_len <= kI32Max;
-    return with_offsets(u32, l.rank, [&](auto it, auto dims) {
+    return with_offsets(Buckets{}, u32, l.rank, [&](auto it, auto dims) {
       using I = typename decltype(it)::type;
       constexpr int D = decltype(dims)::value;
       AccArgs<I, D> p{};
@@ -138,7 +138,7 @@ struct Launcher {
 
   template <typename T>
   Status ws_pass(const LoopPlan<2>& l, void* acc, int32_t* count, bool final_pass) {
-    return with_offsets(l.fits_int32, l.rank, [&](auto it, auto dims) {
+    return with_offsets(Buckets{}, l.fits_int32, l.rank, [&](auto it, auto dims) {
       using I = typename decltype(it)::type;
       constexpr int D = decltype(dims)::value;
       WsArgs<I, D> w{args.out.data,
@@ -181,7 +181,7 @@ struct Launcher {
     const bool acc = args.desc.accumulates();
     const int v = seg_vec(acc ? elem_size(args.out.dtype) : unit * units, units);
     const bool u32 = l.fits_int32 && units == 1 && plan.line_len <= kI32Max;
-    return with_offsets(u32, l.rank, [&](auto it, auto dims) {
+    return with_offsets(Buckets{}, u32, l.rank, [&](auto it, auto dims) {
       using I = typename decltype(it)::type;
       constexpr int D = decltype(dims)::value;
       // Lines one vector apart (v > 1) are read whole by a tile; otherwise tiles of one warp,
@@ -200,7 +200,7 @@ struct Launcher {
       const unsigned blocks = static_cast<unsigned>(std::max<int64_t>(
           1, std::min(ceil_div(p.chunks * p.tiles, kThreads / p.tile_threads), kMaxBlocks)));
       if (!acc)
-        return cuda_gather::with_unit(unit, [&](auto ut) {
+        return with_unit(unit, [&](auto ut) {
           using U = typename decltype(ut)::type;
           return with_vec<sizeof(U)>(v, [&](auto vv) {
             runner.template seg_put<U, decltype(vv)::value, I, D>(p, units, blocks);
@@ -223,7 +223,7 @@ struct Launcher {
   Status rows_put(int v) {
     const LoopPlan<3>& l = plan.lines;
     const bool u32 = l.fits_int32 && plan.line_len <= kI32Max;
-    return with_offsets(u32, l.rank, [&](auto it, auto dims) {
+    return with_offsets(Buckets{}, u32, l.rank, [&](auto it, auto dims) {
       using I = typename decltype(it)::type;
       constexpr int D = decltype(dims)::value;
       // groups: threads per row
@@ -231,7 +231,7 @@ struct Launcher {
       p.n = plan.line_len;
       const unsigned blocks = static_cast<unsigned>(std::max<int64_t>(
           1, std::min(ceil_div(p.n * p.tiles, kThreads / p.tile_threads), kMaxBlocks)));
-      return cuda_gather::with_unit(elem_size(args.out.dtype), [&](auto ut) {
+      return with_unit(elem_size(args.out.dtype), [&](auto ut) {
         using U = typename decltype(ut)::type;
         return with_vec<sizeof(U)>(v, [&](auto vv) {
           constexpr int V = decltype(vv)::value;
@@ -290,7 +290,7 @@ struct Launcher {
         static_cast<unsigned>(std::max<int64_t>(1, std::min(tiles, kMaxBlocks)));
     return with_type(args.out.dtype, [&](auto tt) {
       using T = typename decltype(tt)::type;
-      return with_offsets(u32, l.rank, [&](auto it, auto dims) {
+      return with_offsets(Buckets{}, u32, l.rank, [&](auto it, auto dims) {
         using I = typename decltype(it)::type;
         constexpr int D = decltype(dims)::value;
         TileArgs<I, D> p{};
@@ -321,7 +321,7 @@ struct Launcher {
     const int64_t groups = bs.threads / bs.group;
     const unsigned blocks = static_cast<unsigned>(
         std::max<int64_t>(1, std::min(ceil_div(l.numel * bs.chunks, groups), kMaxBlocks)));
-    return with_offsets(u32, l.rank, [&](auto it, auto dims) {
+    return with_offsets(Buckets{}, u32, l.rank, [&](auto it, auto dims) {
       using I = typename decltype(it)::type;
       constexpr int D = decltype(dims)::value;
       BinsArgs<I, D> p{};
@@ -432,7 +432,7 @@ Status run_scatter(const ScatterArgs& args, const ScatterPlan& plan, void* works
   // Copies move units that divide every base address (misaligned data: smaller units).
   uint64_t bits = addr(args.out.data) | addr(args.self.data) | static_cast<uint64_t>(esize);
   if (!args.has_value) bits |= addr(args.src.data);
-  const int unit = std::min(cuda_gather::pow2_unit(bits), esize);
+  const int unit = std::min(pow2_unit(bits), esize);
   if (accumulates && unit < esize) {
     *why = std::string(fn) + combine_name(args.desc.combine) +
            " needs out, self and src aligned to their element size";

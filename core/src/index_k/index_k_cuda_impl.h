@@ -20,28 +20,22 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "gather_cuda_common.h"
-#include "scatter_cuda_types.h"
+#include "common/elem_arith.h"
+#include "common/kernel_common.h"
+#include "common/launch_dispatch.h"
+#include "stridewise/cuda_errors.h"
 #include "stridewise/index_k.h"
 #include "stridewise/offset_calc.h"
 
 namespace stridewise {
 namespace cuda_index_k {
 
-using cuda_gather::BadIndex;
-using cuda_gather::kThreads;
-using cuda_gather::kUnroll;
+using namespace cuda_common;  // NOLINT: the shared launch constants, Abort, Value, load_index
 constexpr int kK = kMaxIndexTerms;
+// Offset capacities: 6 dims (the common layouts) and kMaxRank. Two buckets: each one
+// instantiates every index_k kernel again, and CI's nvcc time is the budget.
+using Buckets = DimBuckets<6, kMaxRank>;
 constexpr int kN = kIkOperands;
-
-struct AbortWord {
-  int64_t* word = nullptr;
-  int64_t gen = 0;
-};
-
-SW_HOST_DEVICE SW_INLINE bool aborted(const AbortWord& a) {
-  return *static_cast<const volatile int64_t*>(a.word) == a.gen;
-}
 
 template <typename I, int D>
 struct Params {
@@ -60,9 +54,9 @@ struct Params {
   I numel;
   int32_t op;
   CudaErrorRecord* rec;  // null in the host emulation
-  AbortWord abort;
+  Abort abort;
   bool has_value;  // write: src is this one value (IndexKArgs::value)
-  alignas(16) unsigned char value[16];
+  Value value;     // the value, repeated across a vector unit
 };
 
 // Copies N bytes between a unit and its V elements (registers; no aliasing assumptions).
@@ -74,29 +68,12 @@ SW_HOST_DEVICE SW_INLINE void copy_bytes(void* to, const void* from) {
   for (unsigned b = 0; b < N; ++b) t[b] = f[b];
 }
 
-// The value bytes as a T (an element, or a vector unit of them: make_params repeats the value's
-// bytes across the unit).
-template <typename T>
-SW_HOST_DEVICE SW_INLINE T value_as(const unsigned char* bytes) {
-  T v;
-  const unsigned char* b = bytes;
-  unsigned char* d = reinterpret_cast<unsigned char*>(&v);
-  for (unsigned i = 0; i < sizeof(T); ++i) d[i] = b[i];
-  return v;
-}
-
-template <typename I, int D>
-SW_HOST_DEVICE SW_INLINE int64_t load_index(const Params<I, D>& a, int j, I off) {
-  return a.idx64[j] ? static_cast<int64_t>(SW_LDG(static_cast<const int64_t*>(a.index[j]) + off))
-                    : static_cast<int64_t>(SW_LDG(static_cast<const int32_t*>(a.index[j]) + off));
-}
-
 // The k terms' offset (units) at offsets `o`; false with the bad term in *bad_j.
 template <typename I, int D>
 SW_HOST_DEVICE SW_INLINE bool terms(const Params<I, D>& a, const Offsets<kN, I>& o, I* t,
                                     int* bad_j, int64_t* bad_v) {
   if (a.unravel_mode) {
-    int64_t v = load_index(a, 0, o.v[kIkIndex0]);
+    int64_t v = load_index(a.index[0], o.v[kIkIndex0], a.idx64[0]);
     if (v < (a.wraps ? -a.size[0] : 0) || v >= a.size[0]) return *bad_j = 0, *bad_v = v, false;
     if (v < 0) v += a.size[0];
     *t = a.unravel.get(I(v)).v[0];
@@ -105,7 +82,7 @@ SW_HOST_DEVICE SW_INLINE bool terms(const Params<I, D>& a, const Offsets<kN, I>&
   int64_t v[kK] = {};
   SW_UNROLL
   for (int j = 0; j < kK; ++j)
-    if (j < a.k) v[j] = load_index(a, j, o.v[kIkIndex0 + j]);
+    if (j < a.k) v[j] = load_index(a.index[j], o.v[kIkIndex0 + j], a.idx64[j]);
   I acc = 0;
   SW_UNROLL
   for (int j = 0; j < kK; ++j) {
@@ -175,16 +152,16 @@ SW_HOST_DEVICE SW_INLINE void copy_thread(const Params<I, D>& a, I block, I thre
 // write add: acc[off + term] += src[pos], atomically, on self (types whose accumulation type
 // is their own).
 template <typename T, typename I, int D>
-SW_HOST_DEVICE SW_INLINE void add_thread(const Params<I, D>& a, scatter_arith::AccOf<T>* acc,
-                                         I block, I thread, I grid, Bad& bad) {
-  using C = scatter_arith::Conv<T>;
+SW_HOST_DEVICE SW_INLINE void add_thread(const Params<I, D>& a, arith::AccOf<T>* acc, I block,
+                                         I thread, I grid, Bad& bad) {
+  using C = arith::Conv<T>;
   const T* const src = static_cast<const T*>(a.other);
   each_position(
       a, block, thread, grid, bad, [&](const Offsets<kN, I>* o, const I* t, const bool* live) {
         SW_UNROLL
         for (int u = 0; u < kUnroll; ++u)
           if (live[u])
-            cuda_scatter::atomic_combine(
+            arith::atomic_combine(
                 acc + (o[u].v[kIkWritten] + t[u]),
                 C::load(a.has_value ? value_as<T>(a.value) : src[o[u].v[kIkOther]]), Combine::kAdd);
       });
@@ -208,7 +185,7 @@ inline bool writes(const IndexKArgs& a) {
 // `loop`: plan.loop (vec as planned), or plan.check / plan.seq (element offsets).
 template <typename I, int D>
 inline Params<I, D> make_params(const IndexKArgs& args, const IndexKPlan& plan,
-                                const LoopPlan<kN>& loop, CudaErrorRecord* rec, AbortWord abort) {
+                                const LoopPlan<kN>& loop, CudaErrorRecord* rec, Abort abort) {
   Params<I, D> p;
   const int vec = &loop == &plan.loop ? plan.vec : 1;  // 1 unless a copy
   LoopPlan<kN> l = loop;
@@ -239,7 +216,7 @@ inline Params<I, D> make_params(const IndexKArgs& args, const IndexKPlan& plan,
   p.has_value = args.has_value;
   // A value moved in units of vec elements: its bytes repeated across the unit.
   const int64_t es = elem_size(args.self.dtype);
-  for (int b = 0; b < 16; ++b) p.value[b] = args.value[b % (vec > 1 ? es : 16)];
+  for (int b = 0; b < 16; ++b) p.value.b[b] = args.value[b % (vec > 1 ? es : 16)];
   return p;
 }
 

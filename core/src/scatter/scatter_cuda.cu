@@ -1,23 +1,25 @@
 // CUDA scatter family: the contract is in scatter.h; the launch sequence and workspace in
 // scatter_cuda_dispatch.h, the kernel bodies in scatter_cuda_impl.h (both shared with the
-// host emulation test), the element arithmetic and atomics in scatter_cuda_types.h. This
+// host emulation test), the element arithmetic and atomics in common/elem_arith.h. This
 // file holds what needs a GPU: the __global__ wrappers, the bad-index report, the abort
-// word's per-block check, the launches and the deferred/sync check.
+// word's per-block check and the launches; the entry's setup and checks are CudaCall's
+// (common/cuda_call.h).
 //
-// Host work per call: cudaGetDevice, the (lazily allocated) error record and abort word
-// (two atomic loads and one fetch_add), cudaStreamIsCapturing, the host planning of the
-// workspace path (plan_loop over out's shape and the index's), 2..5 launches and
-// cudaGetLastError; the segment path (scatter_cuda_sorted.h) adds CUB's host-side temp-size
+// Host work per call: CudaCall's write setup (cudaGetDevice, the (lazily allocated) error
+// record and abort word: two atomic loads and one fetch_add; cudaStreamIsCapturing), the host
+// planning of the workspace path (plan_loop over out's shape and the index's), 2..5 launches
+// and cudaGetLastError; the segment path (scatter_cuda_sorted.h) adds CUB's host-side temp-size
 // query (twice: workspace bytes and call) and its radix sort's launches. No allocation, no
 // synchronization (unless CudaCheckMode::kSync).
 #include <cuda_runtime.h>
 
 #include <cstdlib>
-#include <cub/cub.cuh>
 
-#include "cuda_report.cuh"
-#include "cuda_status.cuh"
-#include "scatter_cuda_dispatch.h"
+#include "common/cuda_call.h"
+#include "common/cuda_report.cuh"
+#include "common/cuda_status.cuh"
+#include "common/radix_sort.cuh"
+#include "scatter/scatter_cuda_dispatch.h"
 #include "stridewise/cuda_errors.h"
 #include "stridewise/scatter.h"
 
@@ -157,28 +159,20 @@ __global__ void __launch_bounds__(kBinsThreads) scatter_bins_kernel(const BinsAr
   }
 }
 
-// cub::DeviceRadixSort::SortPairs over a DoubleBuffer (temp == nullptr: the size query,
-// host only). *sel: the buffer holding the sorted pairs, which CUB decides on the host.
+// The common radix sort (common/radix_sort.cuh) over SortArgs' buffers, keys of K (temp ==
+// nullptr: the size query, host only).
 template <typename K, typename V, typename N>
 cudaError_t radix_sort(const SortArgs& a, size_t* bytes, cudaStream_t stream, int* sel) {
-  cub::DoubleBuffer<K> keys(static_cast<K*>(a.keys[0]), static_cast<K*>(a.keys[1]));
-  cub::DoubleBuffer<V> vals(static_cast<V*>(a.vals[0]), static_cast<V*>(a.vals[1]));
-  const cudaError_t e = cub::DeviceRadixSort::SortPairs(
-      a.temp, *bytes, keys, vals, static_cast<N>(a.shape.n), 0, a.shape.end_bit, stream);
-  *sel = keys.selector == vals.selector ? keys.selector : -1;
-  return e;
+  K* const keys[2] = {static_cast<K*>(a.keys[0]), static_cast<K*>(a.keys[1])};
+  V* const vals[2] = {static_cast<V*>(a.vals[0]), static_cast<V*>(a.vals[1])};
+  return radix_sort_pairs(a.temp, bytes, keys, vals, static_cast<N>(a.shape.n), a.shape.end_bit,
+                          stream, sel);
 }
 
 cudaError_t radix_sort_any(const SortArgs& a, size_t* bytes, cudaStream_t stream, int* sel) {
   if (a.shape.wide)
     return radix_sort<unsigned long long, long long, int64_t>(a, bytes, stream, sel);
   return radix_sort<unsigned int, int, int>(a, bytes, stream, sel);
-}
-
-// Ends a call captured into a CUDA graph: each replay reuses the captured generation, so
-// the word is cleared for the next replay (cuda_errors.h).
-__global__ void scatter_clear_abort_kernel(int64_t* word) {
-  *word = 0;
 }
 
 struct CudaRunner {
@@ -276,37 +270,19 @@ Status scatter_cuda_with(const ScatterArgs& args, const ScatterPlan& plan, void*
                          PathChoice choice) {
   if (plan.elems.numel == 0 && (plan.in_place || plan.copy.numel == 0)) return Status::kOk;
 
-  int device = 0;
-  SW_CUDA_TRY(cudaGetDevice(&device), err);
-  CudaErrorRecord* rec = nullptr;
-  Status st = cuda_error_slots(device, &rec, nullptr, err);
+  CudaCall call;
+  Status st = call.open(stream, /*write=*/true, err);
   if (st != Status::kOk) return st;
-  Abort abort;
-  st = cuda_abort_word(device, &abort.word, &abort.gen, err);
-  if (st != Status::kOk) return st;
-
-  const cudaStream_t s = static_cast<cudaStream_t>(stream);
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  SW_CUDA_TRY(cudaStreamIsCapturing(s, &capture), err);
-
-  const ScatterSite site{rec, static_cast<int32_t>(args.desc.op), plan.dim, plan.out_dim_size};
-  CudaRunner runner{s};
+  const ScatterSite site{call.rec, static_cast<int32_t>(args.desc.op), plan.dim, plan.out_dim_size};
+  CudaRunner runner{call.stream};
   std::string why;
-  st = run_scatter(args, plan, workspace, workspace_bytes, site, abort, runner, &why, choice);
+  st = run_scatter(args, plan, workspace, workspace_bytes, site, call.abort, runner, &why, choice);
   if (st != Status::kOk) {
     if (err) *err = ErrorDetail{};
     if (err) err->op = args.desc.op;
     return detail::fail(err, st, why);
   }
-  if (capture != cudaStreamCaptureStatusNone)
-    scatter_clear_abort_kernel<<<1, 1, 0, s>>>(abort.word);
-  SW_CUDA_TRY(cudaGetLastError(), err);  // launch configuration, or an earlier sticky error
-
-  if (cuda_check_mode() == CudaCheckMode::kSync && capture == cudaStreamCaptureStatusNone) {
-    SW_CUDA_TRY(cudaStreamSynchronize(s), err);
-    return cuda_poll_errors(device, nullptr, err);
-  }
-  return Status::kOk;
+  return call.close(err);
 }
 
 // STRIDEWISE_SCATTER_CUDA_PATH (auto|plain|segments|tile|bins|bins_split), read once: forces a path

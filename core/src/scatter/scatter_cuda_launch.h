@@ -8,29 +8,13 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "scatter_cuda_sorted.h"
+#include "common/sort_space.h"
+#include "scatter/scatter_cuda_sorted.h"
 #include "stridewise/layout.h"
 #include "stridewise/scatter.h"
 
 namespace stridewise {
 namespace cuda_scatter {
-
-using cuda_gather::addr;
-using cuda_gather::ceil_div;
-using cuda_gather::kI32Max;
-using cuda_gather::kMaxBlocks;
-using cuda_gather::UnitOf;
-
-// Offset type x calculator capacity (4 or kMaxRank only: the instantiation budget).
-template <typename F>
-Status with_offsets(bool u32, int rank, F&& f) {
-  if (rank <= 4) {
-    if (u32) return f(Tag<uint32_t>{}, std::integral_constant<int, 4>{});
-    return f(Tag<int64_t>{}, std::integral_constant<int, 4>{});
-  }
-  if (u32) return f(Tag<uint32_t>{}, std::integral_constant<int, kMaxRank>{});
-  return f(Tag<int64_t>{}, std::integral_constant<int, kMaxRank>{});
-}
 
 // f(integral_constant<int, V>) for V = 1 or 16 / B (the only vector widths instantiated).
 template <int B, typename F>
@@ -42,28 +26,20 @@ Status with_vec(int v, F&& f) {
   return f(std::integral_constant<int, 1>{});
 }
 
-inline int64_t align256(int64_t b) {
-  return (b + 255) / 256 * 256;
-}
-
-// Bytes of the accumulation type (scatter_cuda_types.h): 4 for float16/bfloat16 (float32) and
+// Bytes of the accumulation type (common/elem_arith.h): 4 for float16/bfloat16 (float32) and
 // for bool and 1-/2-byte integers (int32); the element size otherwise.
 inline int acc_bytes(DType t) {
   return elem_size(t) < 4 ? 4 : elem_size(t);
 }
 
 // Where the workspace parts lie; total 0 when the call needs none.
-struct WsLayout {
+struct WsLayout : SortLayout {
   bool needed = false;
   bool counts = false;
   int64_t count_at = 0;  // bytes from the start
   int64_t total = 0;
-  bool sorted = false;  // the sorted path's parts instead (bytes from the start)
+  bool sorted = false;  // the sorted path's parts instead: the SortLayout base, then the carry
   SortShape sort;
-  int64_t keys_at[2] = {0, 0};
-  int64_t vals_at[2] = {0, 0};
-  int64_t temp_at = 0;
-  int64_t temp_bytes = 0;
   int64_t carry_at = 0;
 };
 
@@ -75,16 +51,10 @@ inline int64_t seg_chunks(int64_t n) {
 inline WsLayout ws_layout(const ScatterArgs& a, const SortShape& sort = {}, int64_t sort_temp = 0) {
   WsLayout w;
   if (sort.use) {
-    const int64_t part = align256(sort.n * (sort.wide ? 8 : 4));
     w.needed = w.sorted = true;
     w.sort = sort;
-    for (int k = 0; k < 2; ++k) {
-      w.keys_at[k] = k * part;
-      w.vals_at[k] = (2 + k) * part;
-    }
-    w.temp_at = 4 * part;
-    w.temp_bytes = align256(sort_temp > 0 ? sort_temp : 0);
-    w.carry_at = w.temp_at + w.temp_bytes;
+    static_cast<SortLayout&>(w) = sort_layout(sort.n, sort.wide ? 8 : 4, sort_temp);
+    w.carry_at = w.end;
     const int64_t carry =
         a.desc.accumulates() ? seg_chunks(sort.n) * 2 * sort.lines * acc_bytes(a.out.dtype) : 0;
     w.total = w.carry_at + align256(carry);
@@ -147,10 +117,6 @@ inline void ws_strides(const StridedView& out, int64_t* st) {
     st[order[i]] = acc;
     acc *= out.sizes[order[i]];
   }
-}
-
-inline unsigned grid_for(int64_t n) {
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min(ceil_div(n, kThreads), kMaxBlocks)));
 }
 
 // A (target, index, src) plan like ScatterPlan::elems (lines: sizes[dim] = 1) with the

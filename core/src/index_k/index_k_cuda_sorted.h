@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "index_k_cuda_impl.h"
+#include "index_k/index_k_cuda_impl.h"
 
 namespace stridewise {
 namespace cuda_index_k {
@@ -55,10 +55,10 @@ struct SegParams {
   int64_t n_seq, n_row;
   void* self;
   const void* src;
-  AbortWord abort;
+  Abort abort;
   bool mean;       // kAdd walks: the run's mean, without self's value
   bool has_value;  // never with mean
-  alignas(16) unsigned char value[16];
+  Value value;
 };
 
 // Whether sorted position i is the first writer of its element, and where its run ends.
@@ -84,11 +84,11 @@ SW_HOST_DEVICE SW_INLINE void seg_walk(const SegParams<I, D>& a, int64_t i, int6
                        : src[a.seq.get(I(a.vals[j])).v[kIkOther] + ro.v[kIkOther]];
   };
   if constexpr (kAdd) {
-    using C = scatter_arith::Conv<T>;
-    using A = scatter_arith::AccOf<T>;
+    using C = arith::Conv<T>;
+    using A = arith::AccOf<T>;
     A acc = a.mean ? A{} : C::load(*dst);
-    for (int64_t j = i; j < end; ++j) acc = scatter_arith::Ops<A>::add(acc, C::load(src_of(j)));
-    if (a.mean) scatter_arith::finish_acc<T>(Combine::kMean, false, end - i, &acc);
+    for (int64_t j = i; j < end; ++j) acc = arith::Ops<A>::add(acc, C::load(src_of(j)));
+    if (a.mean) arith::finish_acc<T>(Combine::kMean, false, end - i, &acc);
     *dst = C::store(acc);
   } else {
     *dst = src_of(end - 1);
@@ -100,15 +100,15 @@ SW_HOST_DEVICE SW_INLINE void seg_walk(const SegParams<I, D>& a, int64_t i, int6
 // 16-byte (or V * sizeof(T)) units, the sum stays per element in the accumulation type.
 template <typename T, bool kAdd, int V, typename I, int D>
 SW_HOST_DEVICE SW_INLINE void seg_walk_vec(const SegParams<I, D>& a, int64_t i, int64_t end, I u) {
-  using U = typename cuda_gather::UnitOf<int(sizeof(T)) * V>::type;
+  using U = typename UnitOf<int(sizeof(T)) * V>::type;
   U* const dst = reinterpret_cast<U*>(static_cast<T*>(a.self) + I(a.keys[i])) + u;
   const T* const src = static_cast<const T*>(a.src);
   auto src_unit = [&](int64_t j) {
     return SW_LDG(reinterpret_cast<const U*>(src + a.seq.get(I(a.vals[j])).v[kIkOther]) + u);
   };
   if constexpr (kAdd) {
-    using C = scatter_arith::Conv<T>;
-    using A = scatter_arith::AccOf<T>;
+    using C = arith::Conv<T>;
+    using A = arith::AccOf<T>;
     T e[V];
     A acc[V];
     if (a.mean) {
@@ -124,11 +124,11 @@ SW_HOST_DEVICE SW_INLINE void seg_walk_vec(const SegParams<I, D>& a, int64_t i, 
       const U x = src_unit(j);
       copy_bytes<sizeof(U)>(e, &x);
       SW_UNROLL
-      for (int v = 0; v < V; ++v) acc[v] = scatter_arith::Ops<A>::add(acc[v], C::load(e[v]));
+      for (int v = 0; v < V; ++v) acc[v] = arith::Ops<A>::add(acc[v], C::load(e[v]));
     }
     SW_UNROLL
     for (int v = 0; v < V; ++v) {
-      if (a.mean) scatter_arith::finish_acc<T>(Combine::kMean, false, end - i, &acc[v]);
+      if (a.mean) arith::finish_acc<T>(Combine::kMean, false, end - i, &acc[v]);
       e[v] = C::store(acc[v]);
     }
     U out;
@@ -163,9 +163,9 @@ struct FillParams {
   I numel;                        // n_row * n_seq
   void* self;
   const void* src;  // the one value element when !has_value
-  AbortWord abort;
+  Abort abort;
   bool has_value;
-  alignas(16) unsigned char value[16];
+  Value value;
 };
 
 // `keys`: the n_seq sorted term offsets (CUB's output in global memory, or the block's shared
@@ -240,7 +240,7 @@ SW_HOST_DEVICE SW_INLINE void bitonic_step(I* keys, int64_t n2, int64_t k, int64
 
 template <typename I, int D>
 inline SegParams<I, D> make_seg_params(const IndexKArgs& args, const IndexKPlan& plan,
-                                       const uint64_t* keys, const int64_t* vals, AbortWord abort) {
+                                       const uint64_t* keys, const int64_t* vals, Abort abort) {
   SegParams<I, D> s;
   s.seq = OffsetCalculator<kN, I, D>(plan.seq);
   s.row = OffsetCalculator<kN, I, D>(plan.row);
@@ -254,7 +254,7 @@ inline SegParams<I, D> make_seg_params(const IndexKArgs& args, const IndexKPlan&
   s.abort = abort;
   s.mean = args.desc.combine == Combine::kMean;
   s.has_value = args.has_value;
-  for (int b = 0; b < 16; ++b) s.value[b] = args.value[b];
+  for (int b = 0; b < 16; ++b) s.value.b[b] = args.value[b];
   return s;
 }
 
@@ -358,7 +358,7 @@ inline int64_t fill_block_keys(const IndexKPlan& p) {
 
 template <typename I, int D>
 inline FillParams<I, D> make_fill_params(const IndexKArgs& args, const IndexKPlan& plan,
-                                         AbortWord abort) {
+                                         Abort abort) {
   FillParams<I, D> f;
   LoopPlan<1> row;  // plan.row's self strides alone
   row.rank = plan.row.rank;
@@ -376,7 +376,7 @@ inline FillParams<I, D> make_fill_params(const IndexKArgs& args, const IndexKPla
   f.src = args.src.data;
   f.abort = abort;
   f.has_value = args.has_value;
-  for (int b = 0; b < 16; ++b) f.value[b] = args.value[b];
+  for (int b = 0; b < 16; ++b) f.value.b[b] = args.value[b];
   return f;
 }
 

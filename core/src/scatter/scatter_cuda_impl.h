@@ -14,26 +14,23 @@
 
 #include <cstdint>
 
-#include "gather_cuda_common.h"  // kThreads, kMaxBlocks, BadIndex, SW_LDG
-#include "scatter_cuda_types.h"
+#include "common/elem_arith.h"     // Conv, Ops, combine, atomic_combine
+#include "common/kernel_common.h"  // kThreads, Abort, Value, load_index, SW_LDG
+#include "common/launch_dispatch.h"
+#include "stridewise/cuda_errors.h"
 #include "stridewise/offset_calc.h"
 #include "stridewise/scatter.h"
 
 namespace stridewise {
 namespace cuda_scatter {
 
-using cuda_gather::BadIndex;
-using cuda_gather::kThreads;
+using namespace elem;         // NOLINT: the storage tags and conversions
+using namespace arith;        // NOLINT: Conv, Ops, combine, finish_acc, the atomics
+using namespace cuda_common;  // NOLINT: the shared launch constants, Abort, Value, load_index
 
-// This call's abort word (cuda_errors.h): raised when *word == gen.
-struct Abort {
-  int64_t* word = nullptr;
-  int64_t gen = 0;
-};
-
-SW_HOST_DEVICE SW_INLINE bool aborted(const Abort& a) {
-  return *static_cast<const volatile int64_t*>(a.word) == a.gen;
-}
+// Offset capacities 4 and kMaxRank only: every scatter kernel is instantiated per bucket, and
+// scatter_cuda.cu's nvcc time is CI's largest.
+using Buckets = DimBuckets<4, kMaxRank>;
 
 // Where a bad index value is recorded (rec is null in the host emulation).
 struct ScatterSite {
@@ -42,24 +39,6 @@ struct ScatterSite {
   int64_t dim = 0;
   int64_t size = 0;  // valid index values are [0, size)
 };
-
-// The scalar of the value form, in out's dtype (a kernel parameter: it is host memory).
-struct Value {
-  alignas(16) unsigned char b[16];
-};
-
-template <typename I>
-SW_HOST_DEVICE SW_INLINE int64_t load_index(const void* base, I off, bool idx64) {
-  if (idx64) return static_cast<int64_t>(SW_LDG(static_cast<const int64_t*>(base) + off));
-  return static_cast<int64_t>(SW_LDG(static_cast<const int32_t*>(base) + off));
-}
-
-template <typename T>
-SW_HOST_DEVICE SW_INLINE T value_as(const Value& v) {
-  T t;
-  memcpy(&t, v.b, sizeof t);
-  return t;
-}
 
 // What every scatter body after validation reads and writes: out (for the accumulating
 // bodies: the target, out itself or the workspace's accumulator), index, src (unused when

@@ -21,7 +21,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "gather_cuda_common.h"
+#include "gather/gather_cuda_types.h"
 #include "stridewise/gather.h"
 #include "stridewise/offset_calc.h"
 

@@ -15,14 +15,16 @@
 #include <cstring>
 #include <limits>
 
+#include "common/cpu_common.h"
 #include "stridewise/gather.h"
 
 namespace stridewise {
 namespace {
 
-// Elements per chunk: big enough that thread start-up is noise next to the copy.
-constexpr int64_t kGrain = 32768;
-constexpr int64_t kNoError = std::numeric_limits<int64_t>::max();
+using cpu_common::kGrain;
+using cpu_common::kNoError;
+using cpu_common::load;
+using cpu_common::publish_min;
 
 struct Job {
   int rank = 1;  // planned rank, at least 1 (a one-element plan is a row of length 1)
@@ -36,19 +38,6 @@ struct Job {
   std::atomic<int64_t> first_bad{kNoError};
 };
 
-void publish_bad(std::atomic<int64_t>& first_bad, int64_t pos) {
-  int64_t cur = first_bad.load(std::memory_order_relaxed);
-  while (pos < cur && !first_bad.compare_exchange_weak(cur, pos, std::memory_order_relaxed)) {
-  }
-}
-
-template <typename Idx>
-Idx load_index(const char* p) {
-  Idx v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
 // Copies `n` elements of one row. Returns the offset in the row of the first bad index
 // value (nothing at or after it is written), or -1.
 template <int E, typename Idx>
@@ -59,7 +48,7 @@ int64_t gather_row(const Job& j, char* o, const char* ip, const char* s, int64_t
   const int64_t size = j.self_dim_size;
   if (si == 0) {
     // Expanded index along the row (the seed's layout): one value, one check, one run.
-    const Idx v = load_index<Idx>(ip);
+    const Idx v = load<Idx>(ip);
     if (v < 0 || v >= size) return 0;
     const char* src = s + static_cast<int64_t>(v) * j.self_dim_bstride;
     if (so == E && ss == E) {
@@ -70,7 +59,7 @@ int64_t gather_row(const Job& j, char* o, const char* ip, const char* s, int64_t
     return -1;
   }
   for (int64_t i = 0; i < n; ++i, o += so, ip += si, s += ss) {
-    const Idx v = load_index<Idx>(ip);
+    const Idx v = load<Idx>(ip);
     if (v < 0 || v >= size) return i;
     std::memcpy(o, s + static_cast<int64_t>(v) * j.self_dim_bstride, E);
   }
@@ -99,7 +88,7 @@ void gather_range(void* ctx, int64_t begin, int64_t end) {
     const int64_t bad = gather_row<E, Idx>(j, j.out + off[kGatherOut], j.index + off[kGatherIndex],
                                            j.self + off[kGatherSelf], n);
     if (bad >= 0) {
-      publish_bad(j.first_bad, pos + bad);
+      publish_min(j.first_bad, pos + bad);
       return;
     }
     pos += n;
@@ -196,8 +185,7 @@ Status gather_cpu(const GatherArgs& args, const GatherPlan& plan, const CpuExecu
     err->status = Status::kIndexOutOfRange;
     err->op = args.op;
     err->dim = plan.dim;
-    err->value =
-        args.index.dtype == DType::kInt32 ? load_index<int32_t>(p) : load_index<int64_t>(p);
+    err->value = args.index.dtype == DType::kInt32 ? load<int32_t>(p) : load<int64_t>(p);
     err->lo = 0;
     err->hi = plan.self_dim_size;
     err->position = bad;

@@ -23,15 +23,18 @@
 #include <numeric>
 #include <vector>
 
-#include "elem_types.h"
-#include "scatter_arith.h"
+#include "common/cpu_common.h"
+#include "common/elem_arith.h"
+#include "common/elem_types.h"
 #include "stridewise/index_k.h"
 
 namespace stridewise {
 namespace {
 
-constexpr int64_t kGrain = 32768;
-constexpr int64_t kNoError = std::numeric_limits<int64_t>::max();
+using cpu_common::kGrain;
+using cpu_common::kNoError;
+using cpu_common::load_index;
+using cpu_common::publish_min;
 constexpr int kN = kIkOperands;
 
 struct Job {
@@ -45,17 +48,6 @@ struct Job {
   int64_t unravel_bstrides[kMaxRank] = {};
   std::atomic<int64_t> first_bad{kNoError};
 };
-
-int64_t load_index(const char* p, bool is64) {
-  if (is64) {
-    int64_t v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-  }
-  int32_t v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
 
 // Byte offset the k terms add at one position, or false (and *bad_term = j) for a bad value.
 bool terms(const Job& j, const int64_t* off, int64_t* out, int* bad_term) {
@@ -142,12 +134,6 @@ int64_t each_in_row(const Job& j, const int64_t* off0, int64_t n, F&& f) {
   return -1;
 }
 
-void publish_bad(std::atomic<int64_t>& first_bad, int64_t pos) {
-  int64_t cur = first_bad.load(std::memory_order_relaxed);
-  while (pos < cur && !first_bad.compare_exchange_weak(cur, pos, std::memory_order_relaxed)) {
-  }
-}
-
 void read_range(void* ctx, int64_t begin, int64_t end) {
   Job& j = *static_cast<Job*>(ctx);
   if (j.first_bad.load(std::memory_order_relaxed) < begin) return;
@@ -166,7 +152,7 @@ void read_range(void* ctx, int64_t begin, int64_t end) {
       std::memcpy(j.base[kIkWritten] + o[kIkWritten], j.base[kIkOther] + o[kIkOther] + t, es);
     });
   });
-  if (stop >= 0) publish_bad(j.first_bad, stop);
+  if (stop >= 0) publish_min(j.first_bad, stop);
 }
 
 void check_range(void* ctx, int64_t begin, int64_t end) {
@@ -175,7 +161,7 @@ void check_range(void* ctx, int64_t begin, int64_t end) {
   const int64_t stop = walk(j, begin, end, [&](const int64_t* off, int64_t n) {
     return each_in_row(j, off, n, [](const int64_t*, int64_t) {});
   });
-  if (stop >= 0) publish_bad(j.first_bad, stop);
+  if (stop >= 0) publish_min(j.first_bad, stop);
 }
 
 // The write pass over positions [begin, end), after every value checked: on one thread over
@@ -195,13 +181,13 @@ Status write_span(const Job& j, int64_t begin, int64_t end) {
     return run([&](char* dst, const char* src) { std::memcpy(dst, src, es); });
   return elem::with_type(a.self.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    using C = scatter_arith::Conv<T>;
-    using A = scatter_arith::AccOf<T>;
+    using C = arith::Conv<T>;
+    using A = arith::AccOf<T>;
     return run([&](char* dst, const char* src) {
       T d, s;
       std::memcpy(&d, dst, sizeof d);
       std::memcpy(&s, src, sizeof s);
-      const T r = C::store(scatter_arith::Ops<A>::add(C::load(d), C::load(s)));
+      const T r = C::store(arith::Ops<A>::add(C::load(d), C::load(s)));
       std::memcpy(dst, &r, sizeof r);
     });
   });
@@ -232,8 +218,8 @@ struct MeanJob {
 template <typename T>
 void mean_range(void* ctx, int64_t begin, int64_t end) {
   const MeanJob& m = *static_cast<const MeanJob*>(ctx);
-  using C = scatter_arith::Conv<T>;
-  using A = scatter_arith::AccOf<T>;
+  using C = arith::Conv<T>;
+  using A = arith::AccOf<T>;
   std::vector<A> acc(static_cast<size_t>(m.n_row));
   for (int64_t h = begin; h < end; ++h) {
     const int64_t first = m.runs[h], count = m.runs[h + 1] - first;
@@ -243,13 +229,13 @@ void mean_range(void* ctx, int64_t begin, int64_t end) {
       for (int64_t r = 0; r < m.n_row; ++r) {
         T v;
         std::memcpy(&v, s + m.row_src[r], sizeof v);
-        acc[r] = scatter_arith::Ops<A>::add(acc[r], C::load(v));
+        acc[r] = arith::Ops<A>::add(acc[r], C::load(v));
       }
     }
     char* const d = m.self + m.elem[m.order[first]];
     for (int64_t r = 0; r < m.n_row; ++r) {
       A x = acc[r];
-      scatter_arith::finish_acc<T>(Combine::kMean, /*include_self=*/false, count, &x);
+      arith::finish_acc<T>(Combine::kMean, /*include_self=*/false, count, &x);
       const T v = C::store(x);
       std::memcpy(d + m.row_self[r], &v, sizeof v);
     }

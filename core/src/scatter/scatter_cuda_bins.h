@@ -26,8 +26,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "scatter_cuda_impl.h"
-#include "scatter_cuda_sorted.h"  // PathChoice, index_shared, kSegMinLines
+#include "scatter/scatter_cuda_impl.h"
+#include "scatter/scatter_cuda_sorted.h"  // PathChoice, index_shared, kSegMinLines
 #include "stridewise/scatter.h"
 
 namespace stridewise {
@@ -113,12 +113,12 @@ inline BinsShape bins_shape(const ScatterArgs& a, const ScatterPlan& p, PathChoi
   s.counts = a.desc.combine == Combine::kMean || !a.desc.include_self;
   if (!s.ordered && (lines < kBinsItems || forced_split)) {
     const int64_t min_chunk = forced_split ? 3 : 4 * n > 2048 ? 4 * n : 2048;
-    int64_t c = forced_split ? p.line_len : cuda_gather::ceil_div(kBinsItems, lines);
-    const int64_t most = cuda_gather::ceil_div(p.line_len, min_chunk);
+    int64_t c = forced_split ? p.line_len : ceil_div(kBinsItems, lines);
+    const int64_t most = ceil_div(p.line_len, min_chunk);
     if (c > most) c = most;
     if (c > 1) {
-      s.chunk = cuda_gather::ceil_div(p.line_len, c);
-      s.chunks = cuda_gather::ceil_div(p.line_len, s.chunk);
+      s.chunk = ceil_div(p.line_len, c);
+      s.chunks = ceil_div(p.line_len, s.chunk);
       s.split = s.chunks > 1;
     }
   }

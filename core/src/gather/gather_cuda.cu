@@ -4,16 +4,17 @@
 // error report into the mapped record, the launch, and the deferred/sync check.
 //
 // Host overhead per call: plan_gather (host arithmetic over <= 64 dims; skipped by the
-// plan-taking entry point, whose caller planned already), cudaGetDevice,
-// one atomic load for the (lazily allocated) error record, the launch and
-// cudaGetLastError. No allocation, no synchronization (unless CudaCheckMode::kSync).
+// plan-taking entry point, whose caller planned already), CudaCall's read setup (cudaGetDevice,
+// one atomic load for the (lazily allocated) error record), the launch and cudaGetLastError.
+// No allocation, no synchronization (unless CudaCheckMode::kSync).
 #include <cuda_runtime.h>
 
 #include <cstdlib>
 
-#include "cuda_report.cuh"
-#include "cuda_status.cuh"
-#include "gather_cuda_impl.h"
+#include "common/cuda_call.h"
+#include "common/cuda_report.cuh"
+#include "common/cuda_status.cuh"
+#include "gather/gather_cuda_impl.h"
 #include "stridewise/cuda_errors.h"
 #include "stridewise/gather.h"
 
@@ -108,31 +109,16 @@ Status gather_cuda(const GatherArgs& args, void* stream, ErrorDetail* err) {
 Status gather_cuda(const GatherArgs& args, const GatherPlan& plan, void* stream, ErrorDetail* err) {
   if (plan.loop.numel == 0) return Status::kOk;
 
-  int device = 0;
-  SW_CUDA_TRY(cudaGetDevice(&device), err);
-  CudaErrorRecord* rec = nullptr;
-  Status st = cuda_error_slots(device, &rec, nullptr, err);
+  cuda_common::CudaCall call;
+  Status st = call.open(stream, /*write=*/false, err);
   if (st != Status::kOk) return st;
-
-  const cudaStream_t s = static_cast<cudaStream_t>(stream);
-  cuda_gather::CudaRunner runner{s};
+  cuda_gather::CudaRunner runner{call.stream};
   std::string why;
-  const cuda_gather::ErrorSite site{rec, plan.dim, plan.self_dim_size,
+  const cuda_gather::ErrorSite site{call.rec, plan.dim, plan.self_dim_size,
                                     static_cast<int32_t>(args.op)};
   st = cuda_gather::run_gather(args, plan, site, runner, &why, cuda_gather::forced_kernel());
   if (st != Status::kOk) return detail::fail(err, st, why);
-  SW_CUDA_TRY(cudaGetLastError(), err);  // launch configuration, or an earlier sticky error
-
-  if (cuda_check_mode() == CudaCheckMode::kSync) {
-    // A stream being captured into a graph cannot be synchronized: there the launch is
-    // only recorded, and errors surface through the deferred poll when the graph runs.
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    SW_CUDA_TRY(cudaStreamIsCapturing(s, &capture), err);
-    if (capture != cudaStreamCaptureStatusNone) return Status::kOk;
-    SW_CUDA_TRY(cudaStreamSynchronize(s), err);
-    return cuda_poll_errors(device, nullptr, err);
-  }
-  return Status::kOk;
+  return call.close(err);
 }
 
 }  // namespace stridewise

@@ -19,8 +19,8 @@
 
 #include <cstdint>
 
-#include "scatter_cuda_impl.h"
-#include "scatter_cuda_sorted.h"  // PathChoice, index_shared
+#include "scatter/scatter_cuda_impl.h"
+#include "scatter/scatter_cuda_sorted.h"  // PathChoice, index_shared
 #include "stridewise/scatter.h"
 
 namespace stridewise {
