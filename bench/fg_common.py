@@ -19,6 +19,9 @@ flag_gems.enable() would); the dispatcher says whether the call is then theirs.
 """
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import torch
 
 # FlagGems' function names (flag_gems.use_gems(include=...)) per stridewise routing name.
@@ -46,13 +49,25 @@ def reset():
     _FG.clear()
 
 
+def _routed_packets():
+    """The aten:: packets of stridewise's op table: the loaded library's, or, for a build from
+    before the table (gpu_all.sh's benchab runs these scripts against an older tree's library),
+    the table beside these scripts (core/include/stridewise/ops.def)."""
+    try:
+        from stridewise._compile import packets
+    except ImportError:
+        text = (Path(__file__).resolve().parents[1] / "core/include/stridewise/ops.def").read_text()
+        rows = re.findall(r'^SW_OP\(.*?"([^"]*)"\)', re.sub(r",\s*\n\s*", ", ", text), re.M)
+        return sorted({p for row in rows for p in row.split()})
+    return sorted({p for ps in packets().values() for p in ps})
+
+
 def watched_qualnames():
     """Every overload of every aten:: packet stridewise routes (its op table): the kernels the
     import of flag_gems must leave alone."""
-    from stridewise._compile import packets
     from stridewise.audit import coverage
     out = []
-    for name in sorted({p for ps in packets().values() for p in ps}):
+    for name in _routed_packets():
         packet = getattr(torch.ops.aten, name, None)
         if packet is not None:
             out += [coverage.qualname(name, o) for o in packet.overloads()]

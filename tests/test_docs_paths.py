@@ -5,9 +5,10 @@ Scanned: docs/*.md and README.md. A path is a backticked span (or a word of one,
 `python3 bench/bench_index.py --quick`) that starts with one of the repository's top-level
 directories, contains a '/', and ends in a file extension or in '/'. Skipped: placeholders
 (``<...>``, ``{...}``, ``[...]``, ``$VAR``) and ``build*/`` trees. A ``:line`` or ``#anchor``
-suffix is dropped. It must be a file git tracks (git ls-files) or a directory that holds one; a
-glob (``core/src/*.cu``, ``*`` and ``?`` within one path component) must match at least one
-tracked file: a glob that matches nothing is as stale as a missing path.
+suffix is dropped. It must be a file of the tree (tracked, or untracked and not ignored; present)
+or a directory that holds one; a glob (``core/src/*.cu``, ``*`` and ``?`` within one path
+component) must match at least one such file: a glob that matches nothing is as stale as a
+missing path.
 """
 from __future__ import annotations
 
@@ -32,8 +33,12 @@ _EXT = re.compile(r"\.[A-Za-z0-9]+$")
 
 
 def tracked() -> tuple:
-    files = set(subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
-                               check=True).stdout.splitlines())
+    # The tree's files as git sees them: tracked or not ignored, and present. Untracked ones
+    # count because a copy of the tree may carry a stale index (the device machine's copy has
+    # an old .git beside new files); CI's fresh clone then holds only what was committed.
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+                            cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    files = {f for f in listed.splitlines() if (ROOT / f).is_file()}
     dirs = set()
     for f in files:
         parts = f.split("/")
