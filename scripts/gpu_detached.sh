@@ -51,6 +51,9 @@ case ${1:-} in
     echo "---- summary ($(date -u +%T))"
     cat "$ROOT/build-gpu/logs/summary.txt" 2>/dev/null
     if running; then
+      # The runner packs its logs only when a phase ends: a call that ends mid-phase (or the
+      # session's last one) brings the live logs too, the running phase's outputs included.
+      tar -czf "$out/logs_live.tar.gz" --exclude='logs/repro*' -C "$ROOT/build-gpu" logs 2>/dev/null
       cur=$(ls -t "$ROOT"/build-gpu/logs/*.log 2>/dev/null | head -n 1)
       echo "---- still running; tail of $cur"
       tail -n 30 "$cur"
