@@ -146,15 +146,15 @@ phase_benchinstalled() {  # the gather benchmark on the installed package; write
     "$ROOT/bench/bench_gather.py" ${BENCH_ARGS:-}
 }
 
-phase_benchab() {  # benchab: the gather, scatter and index benchmarks of a base tree (BASE_SRC,
+phase_benchab() {  # benchab: the gather, scatter, index and adv benchmarks of a base tree (BASE_SRC,
   # default build-base/src: scripts/base_tree.sh REF writes it, carried as an ignored path) and
   # of this tree, built alike, run one after the other per benchmark in this one run; then
   # bench/drift.py base -> this per benchmark (every case listed; moved = beyond the run's noise).
   local base=${BASE_SRC:-$ROOT/build-base/src} b rc=0
   [[ -f $base/CMakeLists.txt ]] || { echo "no base tree at $base (scripts/base_tree.sh REF)"; return 2; }
-  (cd "$base" && ROOT=$base phase_buildlib) || { echo "base build failed"; return 1; }
+  (cd "$base" && PYTHONPATH=$base/python:$SITE phase_buildlib) || { echo "base build failed"; return 1; }
   [[ -f python/stridewise/_lib/libstridewise_torch.so ]] || phase_buildlib || return 1
-  for b in gather scatter index; do
+  for b in gather scatter index adv; do
     local args=${BENCHAB_ARGS:-}
     PYTHONPATH=$base/python:$SITE OUT=$LOG/benchab_base "$PY" "bench/bench_$b.py" $args || rc=1
     OUT=$LOG/benchab_new "$PY" "bench/bench_$b.py" $args || rc=1
