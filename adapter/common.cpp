@@ -1,6 +1,5 @@
 #include "common.h"
 
-#include <ATen/Context.h>
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
@@ -11,7 +10,6 @@
 #include <mutex>
 #include <string>
 
-#include "entry.h"
 #include "stridewise/scatter.h"
 
 namespace stridewise::adapter {
@@ -294,12 +292,6 @@ void reset_stats() {
     for (auto& c : s.counters) c.store(0, std::memory_order_relaxed);
     for (auto& c : s.fallbacks) c.store(0, std::memory_order_relaxed);
   }
-}
-
-bool deterministic_call(OpStats& stats) {
-  const bool on = at::globalContext().deterministicAlgorithms();
-  if (on) stats.bump(kDeterministic);
-  return on;
 }
 
 // ---- overrides and hooks ----------------------------------------------------------------------

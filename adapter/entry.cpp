@@ -1,5 +1,8 @@
-// The plan step of the entry template (entry.h) for the call type of every family.
+// The steps of the entry template (entry.h) that are not templates over the op: the plan step
+// for the call type of every family, and the deterministic-mode count.
 #include "entry.h"
+
+#include <ATen/Context.h>
 
 #include "gather.h"
 #include "index_adv.h"
@@ -47,5 +50,11 @@ Prep plan_call(OpCode op, const at::Tensor& self, Call* call) {
 template Prep plan_call(OpCode, const at::Tensor&, GatherCall*);
 template Prep plan_call(OpCode, const at::Tensor&, ScatterCall*);
 template Prep plan_call(OpCode, const at::Tensor&, IndexKCall*);
+
+bool deterministic_call(OpStats& stats) {
+  const bool on = at::globalContext().deterministicAlgorithms();
+  if (on) stats.bump(kDeterministic);
+  return on;
+}
 
 }  // namespace stridewise::adapter

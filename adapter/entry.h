@@ -19,16 +19,9 @@ namespace stridewise::adapter {
 // What an op's prepare decided.
 enum class Prep : uint8_t {
   kRun,       // the core runs the call
-  kDone,      // complete (an empty index; or ATen's kernel already ran it, counted)
+  kDone,      // complete: nothing to read or write (an empty index or result)
   kFallback,  // ATen's kernel is to run the call (prepare counted the reason)
 };
-
-// The default raise: the backend's wording for a core status (throw_status).
-template <class B, class Call>
-[[noreturn]] void raise_status(B& b, OpCode op, const Call& /*call*/, Status st,
-                               const ErrorDetail& err) {
-  b.raise(op, st, err);
-}
 
 // Runs the core for `call` (an op whose call is several core calls overloads this).
 template <class B, class Call>

@@ -55,8 +55,8 @@ struct GatherOp {
   }
   Prep prepare(GatherCall* call) { return gather_prepare(self, dim, index, out, out_given, call); }
   void fallback() { gather_aten(self, dim, index, sparse_grad, out); }
-  [[noreturn]] void raise(B& b, const GatherCall& call, Status st, const ErrorDetail& err) {
-    raise_status(b, OpCode::kGather, call, st, err);
+  [[noreturn]] void raise(B& b, const GatherCall& /*call*/, Status st, const ErrorDetail& err) {
+    b.raise(OpCode::kGather, st, err);
   }
 };
 

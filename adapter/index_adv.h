@@ -110,7 +110,7 @@ struct AdvOp {
   }
   [[noreturn]] void raise(B& b, const IndexKCall& call, Status st, const ErrorDetail& err) {
     if constexpr (B::kDevice == kCpu) throw_adv_cpu(call.args, st, err);
-    raise_status(b, call.args.desc.op, call, st, err);
+    b.raise(call.args.desc.op, st, err);
   }
 };
 

@@ -136,9 +136,9 @@ struct IndexDimOp {
     return true;
   }
   template <class Call>
-  [[noreturn]] void raise(B& b, const Call& call, Status st, const ErrorDetail& err) {
+  [[noreturn]] void raise(B& b, const Call& /*call*/, Status st, const ErrorDetail& err) {
     if constexpr (B::kDevice == kCpu) throw_index_op_cpu(op, self, index, out, st, err);
-    raise_status(b, op, call, st, err);
+    b.raise(op, st, err);
   }
 };
 

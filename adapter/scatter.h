@@ -83,8 +83,8 @@ struct ScatterOp {
     return scatter_prepare(self, dim, index, req, form, out, call);
   }
   void fallback() { scatter_aten(self, dim, index, req, out); }
-  [[noreturn]] void raise(B& b, const ScatterCall& call, Status st, const ErrorDetail& err) {
-    raise_status(b, req.op, call, st, err);
+  [[noreturn]] void raise(B& b, const ScatterCall& /*call*/, Status st, const ErrorDetail& err) {
+    b.raise(req.op, st, err);
   }
 };
 
