@@ -13,6 +13,12 @@ Cases (x is self; i, j index tensors; "nc": self non-contiguous):
   acc_sorted        acc with i sorted
   acc_dup           acc with every i in [0, 16): heavy duplicates
   acc_nc            acc with x a column slice (row stride 1088) and v stored transposed
+  acc_hot64, acc_hot1  acc with every i one of 64 (1) random rows (the backward of a gather of few
+                    rows: long runs of one row); acc_hot64_nc: with acc_nc's layouts
+  acc_w64, acc_w4096   acc with rows of 64 (M = 524288) and 4096 (M = 8192) elements;
+                    acc_hot64_w4096: 64 hot rows of 4096
+  acc_ij, acc_ij_hot   x (16, 4096, 1024).index_put_((i, j), v (32768, 1024), accumulate=True): two
+                    index tensors (token positions); _hot: j one of 64 values
   rows              x (65536, 1024)[i], 32768 uniform i; rows_sorted, rows_dup: the patterns above;
                     rows_nc: x stored transposed
   cols, cols_nc     x (4096, 4096)[:, i], 2048 uniform i; _nc: x stored transposed
@@ -25,6 +31,8 @@ Cases (x is self; i, j index tensors; "nc": self non-contiguous):
   take, take_nc     torch.take(x (4096, 4096), i (2**22,) uniform over x.numel()); _nc: x transposed
   put, put_nc       x.put_(i, v (2**22,)) with distinct i (bitwise comparable); _nc: x transposed
   put_acc           x.put_(i, v, accumulate=True) with uniform i (duplicates)
+  put_acc16, put_acc16_cl  x (8192, 8192).put_(i (2**24), v, accumulate=True): i uniform, or
+                    clustered (4096 random windows of 4096 elements): take's backward at scale
 
 "ours" is the same call routed with stridewise.use(include=[op]), op one of "index",
 "index_put", "take", "put". A case whose op this build does not route, or whose call did not
@@ -66,7 +74,9 @@ from bench_scatter import _randn  # noqa: E402
 
 BYTES_NOTE = ("per case, each element moved once: reads = result written + elements read + index (or "
               "mask) read; writes = values read + elements written + index; accumulation = values read "
-              "+ index + 2 x the elements of self addressed (read and written, one per index row)")
+              "+ index + 2 x the distinct elements of self addressed (each read and written once: the "
+              "limit a call that sums duplicates before it writes can reach); limit us = those bytes at "
+              "the same run's copy GB/s")
 CPU_SMOKE = ["--device", "cpu", "--shrink", "64", "--quick", "--reps", "1", "--target-us", "50"]
 
 
@@ -82,11 +92,29 @@ class Case(NamedTuple):
 # ---- inputs ---------------------------------------------------------------------------------
 
 def _index(n, m, pattern, device, gen):
-    """m indices into [0, n): uniform, sorted, dup (16 values) or distinct (a permutation's head)."""
+    """m indices into [0, n): uniform, sorted, dup (16 values), hot64 / hot1 (64 / 1 random values
+    of [0, n)), clustered (4096 random windows of 4096 values) or distinct (a permutation's head)."""
     if pattern == "distinct":
         return torch.randperm(n, device=device, generator=gen)[:m]
+    if pattern in ("hot64", "hot1"):
+        hot = torch.randperm(n, device=device, generator=gen)[: 64 if pattern == "hot64" else 1]
+        return hot[torch.randint(0, hot.numel(), (m,), device=device, generator=gen)]
+    if pattern == "clustered":
+        starts = torch.randint(0, max(n - 4096, 1), (4096,), device=device, generator=gen)
+        pick = torch.randint(0, 4096, (m,), device=device, generator=gen)
+        off = torch.randint(0, min(4096, n), (m,), device=device, generator=gen)
+        return (starts[pick] + off).clamp_(max=n - 1)
     i = torch.randint(0, min(16, n) if pattern == "dup" else n, (m,), device=device, generator=gen)
     return i.sort().values if pattern == "sorted" else i
+
+
+def _touched(*index):
+    """Distinct positions the index tensors address together (the rows or elements an
+    accumulation must read and write once)."""
+    if len(index) == 1:
+        return int(torch.unique(index[0]).numel())
+    key = index[0].to(torch.int64) * (int(index[1].max()) + 1) + index[1]
+    return int(torch.unique(key).numel())
 
 
 def _matrix(rows, cols, dtype, device, gen, layout="contig"):
@@ -109,16 +137,30 @@ def _nbytes(t):
 
 # ---- cases: make(dtype, device, gen, shrink) -> Case -------------------------------------
 
-def acc(m=32768, pattern="uniform", nc=False):
+def acc(m=32768, pattern="uniform", nc=False, width=1024):
     def make(dtype, device, gen, shrink):
-        M, D = max(m // shrink, 16), 1024 // min(shrink, 8)
+        M, D = max(m // shrink, 16), max(width // min(shrink, 8), 8)
         x = _matrix(2 * M, D, dtype, device, gen, "slice" if nc else "contig")
         v = _matrix(M, D, dtype, device, gen, "t" if nc else "contig")
         i = _index(2 * M, M, pattern, device, gen)
         fn = lambda x, i, v: x.index_put_((i,), v, accumulate=True)  # noqa: E731
         what = ", x a column slice, v transposed" if nc else ""
         return Case((x, i, v), fn, f"x ({2 * M},{D})[i ({M}) {pattern}] += v ({M},{D}){what}",
-                    3 * _nbytes(v) + index_bytes(i), v.numel(), True)
+                    _nbytes(v) + 2 * _touched(i) * D * x.element_size() + index_bytes(i), v.numel(), True)
+    return make
+
+
+def acc_ij(pattern="uniform"):
+    """x (16, 4096, D)[i, j] += v: two index tensors (the backward of a token gather x[b, t])."""
+    def make(dtype, device, gen, shrink):
+        B, T, D, M = 16, 4096 // shrink, 1024 // min(shrink, 8), 32768 // shrink
+        x = _randn((B, T, D), dtype, device, gen)
+        i, j = _index(B, M, "uniform", device, gen), _index(T, M, pattern, device, gen)
+        v = _randn((M, D), dtype, device, gen)
+        fn = lambda x, i, j, v: x.index_put_((i, j), v, accumulate=True)  # noqa: E731
+        return Case((x, i, j, v), fn, f"x ({B},{T},{D})[i ({M}), j ({M}) {pattern}] += v ({M},{D})",
+                    _nbytes(v) + 2 * _touched(i, j) * D * x.element_size() + index_bytes(i) + index_bytes(j),
+                    v.numel(), True)
     return make
 
 
@@ -182,16 +224,17 @@ def take(nc=False):
     return make
 
 
-def put(accumulate=False, nc=False):
+def put(accumulate=False, nc=False, n=4096, m=1 << 22, pattern="uniform"):
     def make(dtype, device, gen, shrink):
-        N, M = 4096 // min(shrink, 8), (1 << 22) // shrink
+        N, M = n // min(shrink, 8), m // shrink
         x = _matrix(N, N, dtype, device, gen, "t" if nc else "contig")
-        i = _index(N * N, M, "uniform" if accumulate else "distinct", device, gen)
+        i = _index(N * N, M, pattern if accumulate else "distinct", device, gen)
         v = _randn((M,), dtype, device, gen)
         fn = lambda x, i, v: x.put_(i, v, accumulate=accumulate)  # noqa: E731
-        what = "uniform, accumulate" if accumulate else "distinct"
+        what = f"{pattern}, accumulate" if accumulate else "distinct"
+        moved = (_nbytes(v) + 2 * _touched(i) * x.element_size() if accumulate else 2 * _nbytes(v)) + index_bytes(i)
         return Case((x, i, v), fn, f"x ({N},{N}){' transposed' if nc else ''}.put_(i ({M}) {what}, v)",
-                    (3 if accumulate else 2) * _nbytes(v) + index_bytes(i), M, True)
+                    moved, M, True)
     return make
 
 
@@ -219,6 +262,14 @@ CASES = {
     "acc_sorted": (acc(pattern="sorted"), "index_put", True),
     "acc_dup": (acc(pattern="dup"), "index_put", True),
     "acc_nc": (acc(nc=True), "index_put", True),
+    "acc_hot64": (acc(pattern="hot64"), "index_put", True),
+    "acc_hot1": (acc(pattern="hot1"), "index_put", True),
+    "acc_hot64_nc": (acc(pattern="hot64", nc=True), "index_put", True),
+    "acc_w64": (acc(m=524288, width=64), "index_put", True),
+    "acc_w4096": (acc(m=8192, width=4096), "index_put", True),
+    "acc_hot64_w4096": (acc(m=8192, pattern="hot64", width=4096), "index_put", True),
+    "acc_ij": (acc_ij(), "index_put", True),
+    "acc_ij_hot": (acc_ij("hot64"), "index_put", True),
     "rows": (rows(), "index", False),
     "rows_sorted": (rows("sorted"), "index", False),
     "rows_dup": (rows("dup"), "index", False),
@@ -237,6 +288,8 @@ CASES = {
     "put": (put(), "put", False),
     "put_nc": (put(nc=True), "put", False),
     "put_acc": (put(accumulate=True), "put", True),
+    "put_acc16": (put(accumulate=True, n=8192, m=1 << 24), "put", True),
+    "put_acc16_cl": (put(accumulate=True, n=8192, m=1 << 24, pattern="clustered"), "put", True),
 }
 MAKERS = {name: make for name, (make, _, _) in CASES.items()}
 CASE_ORDER = list(CASES)
@@ -253,15 +306,20 @@ def _result(case, ctx=contextlib.nullcontext):
         return case.fn(*a)
 
 
-def _agrees(case, accumulate, got, want):
-    """(ok, how): bitwise for data movement; bench_scatter.check's float64 rule for accumulation."""
+def _agrees(case, accumulate, got, want, errs=None, who=None):
+    """(ok, how): bitwise for data movement; bench_scatter.check's float64 rule for accumulation.
+    errs (a dict): receives errs[who] and errs["aten"], the largest error from float64 relative to
+    max(|ref|, 1), for the accuracy columns."""
     if not accumulate:
         return bitwise_equal(got, want), "bitwise"
-    ok, e_got, e_aten = bs.check(case.fn, *case.args[:3], got, want)
+    x, *mid, v = case.args  # self, the index tensors, the values
+    ok, e_got, e_aten = bs.check(lambda r, _i, s: case.fn(r, *mid, s), x, None, v, got, want)
+    if errs is not None:
+        errs[who], errs["aten"] = e_got, e_aten
     return ok, f"float64 rule: {e_got:.3g} from float64 (ATen {e_aten:.3g})"
 
 
-def ours_status(sw, op, case, want, accumulate, device):
+def ours_status(sw, op, case, want, accumulate, device, errs=None):
     """Whether the call runs on stridewise with the op routed: {"routed", "why" or "stats", "check"}.
     A routed result that differs from ATen's stops the run."""
     if op not in sw.supported_ops():
@@ -276,7 +334,7 @@ def ours_status(sw, op, case, want, accumulate, device):
     if st.get("fallback"):
         return {"routed": False, "why": "stridewise handed the call to ATen's kernel (fallback)",
                 "stats": {k: v for k, v in st.items() if v}}
-    ok, how = _agrees(case, accumulate, got, want)
+    ok, how = _agrees(case, accumulate, got, want, errs, "ours")
     if not ok:
         raise SystemExit(f"stridewise differs from ATen ({how}): {case.desc}")
     return {"routed": True, "stats": {k: v for k, v in st.items() if v}, "check": how}
@@ -299,9 +357,10 @@ def bench_case(args, sw, case, dtype_name, device, timer, l2):
     sets = [c0.args] + [make(dtype, device, gen, args.shrink).args for _ in range(n_sets - 1)]
 
     want = _result(c0)
-    ours = ours_status(sw, op, c0, want, accumulate, device)
+    errs = {}
+    ours = ours_status(sw, op, c0, want, accumulate, device, errs)
     fg = fgc.fg_status(args, device, op, lambda ctx: _result(c0, ctx),
-                       lambda got: _agrees(c0, accumulate, got, want))
+                       lambda got: _agrees(c0, accumulate, got, want, errs, "flaggems"))
     del want
     call = lambda s: c0.fn(*s)  # noqa: E731
     impls, ctx = {}, {}
@@ -347,6 +406,8 @@ def bench_case(args, sw, case, dtype_name, device, timer, l2):
         "ours_pct_copy": _ratio(100.0 * (gbs("ours") or 0.0), copy_gbs) if ours["routed"] else None,
         "aten_pct_copy": 100.0 * gbs("aten") / copy_gbs,
         "det_errors": det_errors, "host_us": None, "validate_pct": None, "raw_us": t,
+        "limit_us": c0.moved / copy_gbs / 1e3, "err_ours": errs.get("ours"), "err_aten": errs.get("aten"),
+        "err_flaggems": errs.get("flaggems"),
     }
     if ours["routed"]:
         row["host_us"] = bs.host_time(sw, op, call, (sets[0],), device)
@@ -367,18 +428,19 @@ def _f(v, fmt, none="-"):
 
 def table(rows):
     out = ["| case | dtype | shapes | op | ours us | ATen us | ATen/ours | FlagGems us | FlagGems/ours | ours GB/s "
-           "| ATen GB/s | copy GB/s | ours % copy | ATen % copy | det ours us | det ATen us | det ATen/ours "
-           "| det ours/ours | host us |",
-           "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+           "| ATen GB/s | copy GB/s | limit us | ours % copy | ATen % copy | det ours us | det ATen us "
+           "| det ATen/ours | det ours/ours | host us | error ours / ATen / FlagGems |",
+           "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         fg_us, fg_ratio = fgc.fg_cells(r, "n/a")
         out.append(
             f"| {r['case']} | {r['dtype']} | {r['shapes']} | {r['op']} | {_f(r['ours_us'], '.1f', 'not routed')} | "
             f"{r['aten_us']:.1f} | {_f(r['ratio'], '.2f')} | {fg_us} | {fg_ratio} | {_f(r['ours_gbs'], '.0f')} | "
-            f"{r['aten_gbs']:.0f} | {r['copy_gbs']:.0f} | {_f(r['ours_pct_copy'], '.0f%')} | "
-            f"{r['aten_pct_copy']:.0f}% | "
+            f"{r['aten_gbs']:.0f} | {r['copy_gbs']:.0f} | {_f(r.get('limit_us'), '.1f')} | "
+            f"{_f(r['ours_pct_copy'], '.0f%')} | {r['aten_pct_copy']:.0f}% | "
             f"{_f(r['ours_det_us'], '.1f')} | {_f(r['aten_det_us'], '.1f')} | {_f(r['ratio_det'], '.2f')} | "
-            f"{_f(r['det_over_fast'], '.2f')} | {_f(r['host_us'], '.0f')} |")
+            f"{_f(r['det_over_fast'], '.2f')} | {_f(r['host_us'], '.0f')} | "
+            f"{_f(r.get('err_ours'), '.2g')} / {_f(r.get('err_aten'), '.2g')} / {_f(r.get('err_flaggems'), '.2g')} |")
     notes = [f"- not routed ({why}): {cases}" for why, cases in fgc.grouped(rows, lambda r: None if r["routed"]
                                                                          else r["ours"]["why"]).items()]
     notes += fgc.fg_notes(rows)

@@ -24,6 +24,10 @@ Cases (issue 21's list; T*k = 131072 rows of H = 4096 into T = 16384 for the MoE
   embedding_fwd     embedding.out(weight (65536, 1024), ids (32, 1024) uniform)
   embedding_bwd     embedding_dense_backward(grad (32, 1024, 1024), ids, 65536) copied into a
                     preallocated out (the copy is in both sides' time)
+  emb_bwd_4096, emb_bwd_zipf, emb_bwd_one   grad (64, 512, 4096) into 50000 rows (issue 36): ids
+                    uniform, Zipf-skewed (P(k) ~ 1/k) or one token; emb_bwd_768, emb_bwd_768_zipf:
+                    768 wide; emb_bwd_pad: padding_idx (an id that occurs); emb_bwd_freq: Zipf ids
+                    with scale_grad_by_freq
   fill_cols         self (8192, 16384).index_fill_(1, 1024 distinct random columns, 3.0): one
                     element per 32-byte sector along a row (issue 33's case)
   fill_cols_64      the same with 64 columns (few keys: a launch-bound call)
@@ -39,6 +43,7 @@ $OUT (or bench/results) as bench_index.md / .json / .png.
 """
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -126,6 +131,35 @@ def embedding(backward):
     return make
 
 
+def _ids(n, shape, pattern, device, gen):
+    """Token ids in [0, n): uniform, zipf (P(k) ~ 1/(k+1), ranks shuffled over the vocabulary) or
+    one (a single token everywhere)."""
+    if pattern == "one":
+        return torch.full(shape, n // 2, device=device, dtype=torch.int64)
+    if pattern == "zipf":
+        w = 1.0 / torch.arange(1, n + 1, device=device, dtype=torch.float64)
+        ranks = torch.multinomial(w, math.prod(shape), replacement=True, generator=gen)
+        return torch.randperm(n, device=device, generator=gen)[ranks].view(shape)
+    return torch.randint(0, n, shape, device=device, generator=gen)
+
+
+def embedding_bwd(pattern="uniform", D=4096, padding_idx=-1, scale=False):
+    """embedding_dense_backward(grad (64, 512, D), ids, 50000, padding_idx, scale_grad_by_freq)
+    (issue 36's cases). The result becomes out's storage (set_, no copy): the call alone is timed,
+    its fresh (50000, D) result from the caching allocator on both sides."""
+    def make(dtype, device, gen, shrink):
+        N, B, L, d = 50000 // shrink, 64, 512 // shrink, D // min(shrink, 8)
+        ids = _ids(N, (B, L), pattern, device, gen)
+        pad = -1 if padding_idx < 0 else int(ids.flatten()[0])  # a padding id that occurs
+        grad = _randn((B, L, d), dtype, device, gen)
+        fn = lambda o, i, s: o.set_(  # noqa: E731
+            torch.ops.aten.embedding_dense_backward(s, i, o.shape[0], pad, scale))
+        what = f"{pattern}{', padding_idx' if pad >= 0 else ''}{', scale_grad_by_freq' if scale else ''}"
+        return torch.empty(N, d, dtype=dtype, device=device), ids, grad, fn, \
+            f"grad ({B},{L},{d}) -> ({N},{d}) {what}", 0
+    return make
+
+
 def fill(dim, m=1024, transposed=False):
     def make(dtype, device, gen, shrink):
         R, C = 8192 // shrink, 16384 // shrink
@@ -153,6 +187,15 @@ def bytes_of_fill(dim):
     return count
 
 
+def bytes_of_embedding_bwd(out0, i0):
+    """grad read (len(ids) rows of D), the index, the table written once (N x D)."""
+    row = out0.size(1) * out0.element_size()
+    return i0.numel() * row + i0.numel() * i0.element_size() + out0.numel() * out0.element_size()
+
+
+EMB_BWD = ("emb_bwd_4096", "emb_bwd_zipf", "emb_bwd_one", "emb_bwd_768", "emb_bwd_768_zipf", "emb_bwd_pad",
+           "emb_bwd_freq")
+
 FILLS = {
     "fill_cols": (1, 1024, False), "fill_cols_64": (1, 64, False), "fill_cols_t": (1, 1024, True),
     "fill_rows": (0, 1024, False), "fill_rows_t": (0, 1024, True),
@@ -172,6 +215,13 @@ CASES = {
     "copy_rows": (copy_rows, "index_copy"),
     "embedding_fwd": (embedding(False), "embedding"),
     "embedding_bwd": (embedding(True), "embedding_dense_backward"),
+    "emb_bwd_4096": (embedding_bwd(), "embedding_dense_backward"),
+    "emb_bwd_zipf": (embedding_bwd("zipf"), "embedding_dense_backward"),
+    "emb_bwd_one": (embedding_bwd("one"), "embedding_dense_backward"),
+    "emb_bwd_768": (embedding_bwd(D=768), "embedding_dense_backward"),
+    "emb_bwd_768_zipf": (embedding_bwd("zipf", D=768), "embedding_dense_backward"),
+    "emb_bwd_pad": (embedding_bwd(padding_idx=0), "embedding_dense_backward"),
+    "emb_bwd_freq": (embedding_bwd("zipf", scale=True), "embedding_dense_backward"),
     **{name: (fill(*spec), "index_fill") for name, spec in FILLS.items()},
 }
 
@@ -186,9 +236,11 @@ def main(argv=None):
     bs.CASE_ORDER[:] = list(CASES)
     bs.BYTES_OF.clear()
     bs.BYTES_OF.update({name: bytes_of_fill(spec[0]) for name, spec in FILLS.items()})
+    bs.BYTES_OF.update({name: bytes_of_embedding_bwd for name in EMB_BWD})
     bs.EXACT_OPS = bs.EXACT_OPS + ("index_fill",)  # a fill moves bytes: bitwise equal to ATen
     bs.BYTES_NOTE = ("src read + index storage addressed + 2 x out bytes touched; the fills: index + "
-                     "32-byte sectors of self written, each once")
+                     "32-byte sectors of self written, each once; emb_bwd_*: grad + index read, the table "
+                     "written once")
     argv = list(sys.argv[1:] if argv is None else argv)
     if not any(a.startswith("--cases") for a in argv):
         argv += ["--cases", ",".join(CASES)]

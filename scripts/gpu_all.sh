@@ -27,7 +27,8 @@
 #           benchindexvar (bench_index with each k-index CUDA path forced: INDEX_K_PATHS,
 #           BENCHINDEXVAR_ARGS); ncuindex (Nsight Compute on the index_fill kernels: NCU_INDEX_ARGS)
 #           benchadv (advanced indexing, take, put: bench/bench_adv.py, BENCH_ADV_ARGS; FlagGems in
-#           the same run when the carried .whl holds it, see the wheels phase)
+#           the same run when the carried .whl holds it, see the wheels phase); benchadvvar
+#           (bench_adv with each k-index path forced: INDEX_K_PATHS, BENCHADVVAR_ARGS)
 #           buildlib hostbench benchvar benchscattervar ncu ncuscatter   (not in the default
 #           list: buildlib builds only the library, for a benchmark-only run; the others profile;
 #           benchscattervar: the scatter benchmark with each path forced, SCATTER_PATHS and
@@ -49,6 +50,7 @@
 # PYTEST_JOBS (xdist workers of the pytest phase, default 4), PYTEST_AUDIT=0 (skip the
 # audit's test files), SANITIZE_FILTER (gtests), SANITIZE_FILES/K (pytest selection),
 # SANITIZE_PATHS (scatter paths forced in turn, default "plain tile segments bins bins_split"),
+# SANITIZE_INDEX_K_PATHS / SANITIZE_INDEX_K_FILES (k-index paths forced in turn, default none),
 # SANITIZE_SCATTER_FILES (the test files of the forced-path passes), SANITIZE_JOBS
 # (xdist workers per pass, default 6), NCU_SCATTER_ARGS,
 # STRIDEWISE_COMPARE (sw-compare for the dump tests; default the one built in build-gpu).
@@ -202,6 +204,16 @@ san_passes() {  # san_passes TOOL: every pass of TOOL; logs $LOG/san_TOOL_*.log
       -n "$n" -k "$k" $sel >"$LOG/san_${tool}_${path}.log" 2>&1
     r=$?
     echo "$tool pytest path=$path: exit $r; $(san_last_line "$LOG/san_${tool}_${path}.log")"
+    ((r == 0)) || rc=1
+  done
+  # The k-index paths forced in turn (SANITIZE_INDEX_K_PATHS, e.g. "sorted") over its files.
+  for path in ${SANITIZE_INDEX_K_PATHS:-}; do
+    # shellcheck disable=SC2086 # lists of files
+    STRIDEWISE_INDEX_K_CUDA_PATH=$path "${cs[@]}" "$PY" -m pytest -q -p no:cacheprovider \
+      --timeout=600 -n "$n" -k "$k" ${SANITIZE_INDEX_K_FILES:-tests/test_index_adv*.py} \
+      >"$LOG/san_${tool}_ik_${path}.log" 2>&1
+    r=$?
+    echo "$tool pytest k-index path=$path: exit $r; $(san_last_line "$LOG/san_${tool}_ik_${path}.log")"
     ((r == 0)) || rc=1
   done
   wait "$gtest"
@@ -412,6 +424,7 @@ for phase in $PHASES; do
     benchindex) run_phase benchindex 1200 bash -c phase_benchindex ;;
     benchindexvar) run_phase benchindexvar 600 bash -c phase_benchindexvar ;;
     benchadv) run_phase benchadv 1200 bash -c phase_benchadv ;;
+    benchadvvar) run_phase benchadvvar 900 bash -c phase_benchadvvar ;;
     ncu) run_phase ncu 500 bash -c phase_ncu ;;
     ncuindex) run_phase ncuindex 400 bash -c phase_ncuindex ;;
     ncuscatter) run_phase ncuscatter 300 bash -c phase_ncuscatter ;;

@@ -164,3 +164,15 @@ phase_benchab() {  # benchab: the gather, scatter, index and adv benchmarks of a
   done
   return $rc
 }
+
+phase_benchadvvar() {  # bench_adv with each k-index path forced (STRIDEWISE_INDEX_K_CUDA_PATH):
+  # INDEX_K_PATHS (default sorted: every floating add that may meet duplicates sorts, the
+  # atomics' alternative measured beside the rule's choice), BENCHADVVAR_ARGS
+  local v rc=0
+  for v in ${INDEX_K_PATHS:-sorted}; do
+    echo "=== k-index path forced: $v"
+    STRIDEWISE_INDEX_K_CUDA_PATH=$v OUT=$LOG/benchadvvar_$v "$PY" bench/bench_adv.py --quick \
+      --flaggems off ${BENCHADVVAR_ARGS:---cases put_acc16,acc_s --dtypes float32} | tail -n 12 || rc=1
+  done
+  return $rc
+}

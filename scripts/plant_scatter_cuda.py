@@ -19,7 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SEG = "core/src/scatter/scatter_cuda_segments.h"
+SEG = "core/src/common/segments.h"
+ROWS = "core/src/scatter/scatter_cuda_rows.h"
 DISPATCH = "core/src/scatter/scatter_cuda_dispatch.h"
 TILE = "core/src/scatter/scatter_cuda_tile.h"
 IMPL = "core/src/scatter/scatter_cuda_impl.h"
@@ -44,8 +45,8 @@ FAULTS = {
                  "    out[I(m.off[i * 3])] = Conv<T>::store(r);"),
     "validate_first_only": (IMPL, "      if (j < a.numel && (v[u] < 0 || v[u] >= a.site.size)) {",
                             "      if (u == 0 && (v[u] < 0 || v[u] >= a.site.size)) {"),
-    "rows_src_row": (SEG, "seg_line(a, l).src + I(j) * a.src_dim_stride;", "seg_line(a, l).src;"),
-    "rows_tiles_overlap": (SEG, "(w % a.tiles) * a.tile_threads * kRowsUnroll +", "(w % a.tiles) * a.tile_threads +"),
+    "rows_src_row": (ROWS, "seg_line(a, l).src + I(j) * a.src_dim_stride;", "seg_line(a, l).src;"),
+    "rows_tiles_overlap": (ROWS, "(w % a.tiles) * a.tile_threads * kRowsUnroll +", "(w % a.tiles) * a.tile_threads +"),
     "tile_major_chunk": (SEG, "it->c = a.tile_major ? w % a.chunks : w / a.tiles;",
                          "it->c = a.tile_major ? w / a.tiles : w / a.tiles;"),
     "interleave_outer_stride": (LAUNCH, "put(2, 0, l.sizes[0] / inner, inner);", "put(2, 0, l.sizes[0] / inner, 1);"),

@@ -98,3 +98,24 @@ def test_a_wrong_fill_stops_the_run(bi, sw, monkeypatch):
     monkeypatch.setattr(bs, "_ours_result", planted)
     with pytest.raises(SystemExit, match="stridewise differs from ATen's"):
         bi.main(SMOKE + ["--dtypes", "float32", "--cases", "fill_cols"])
+
+
+def test_embedding_backward_cases_make_routed_rows_with_the_tables_bytes(bi, tmp_path):
+    """Issue 36's embedding backward cases: routed, checked against float64, and their bytes the
+    gradient and index read plus the table written once (the result is not copied)."""
+    cases = list(bi.EMB_BWD)
+    bi.main(SMOKE + ["--dtypes", "float32", "--cases", ",".join(cases)])
+    rows = json.loads((tmp_path / "bench_index.json").read_text())["rows"]
+    assert [r["case"] for r in rows] == cases
+    for r in rows:
+        gen = torch.Generator().manual_seed(4321)  # the bench's first set, made again
+        out0, ids, grad, _fn, desc, _ = bi.CASES[r["case"]][0](torch.float32, torch.device("cpu"), gen, 64)
+        assert r["routed"] and r["ours_stats"]["calls"] >= 1, r["case"]
+        assert r["check"].startswith("float64 rule"), r["check"]
+        want = grad.numel() * 4 + ids.numel() * 8 + out0.numel() * 4
+        assert r["bytes_per_call"] == want, (r["case"], r["bytes_per_call"], want)
+        if r["case"] == "emb_bwd_one":
+            assert int(ids.unique().numel()) == 1
+        if r["case"] in ("emb_bwd_zipf", "emb_bwd_768_zipf"):  # skewed: the top id far above uniform
+            counts = ids.flatten().bincount()
+            assert int(counts.max()) > 20 * ids.numel() / out0.shape[0], r["case"]

@@ -1,9 +1,11 @@
 // Internal to core/src/*.cu: a kernel's report of a bad index value into its device's mapped
-// error record (stridewise/cuda_errors.h), one routine for every kernel family.
+// error record (stridewise/cuda_errors.h), one routine for every kernel family, and the
+// writing kernels' per-block test of the call's abort word.
 #pragma once
 
 #include <cstdint>
 
+#include "common/kernel_common.h"  // Abort, aborted
 #include "stridewise/cuda_errors.h"
 
 namespace stridewise {
@@ -34,6 +36,15 @@ static __device__ __noinline__ void report_bad_index(int* block_claim, CudaError
   r->position = position;
   __threadfence_system();  // every field reaches the host before the flag does
   r->flag = 1;
+}
+
+// True when this call's validation raised the abort word: read once per block, so a block
+// either writes or not as a whole.
+__device__ __forceinline__ bool block_aborted(const cuda_common::Abort& a) {
+  __shared__ int skip;
+  if (threadIdx.x == 0) skip = cuda_common::aborted(a) ? 1 : 0;
+  __syncthreads();
+  return skip != 0;
 }
 
 }  // namespace detail

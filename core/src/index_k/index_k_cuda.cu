@@ -8,10 +8,11 @@
 // raised. An order-free write whose index every row shares takes a sorted fill: up to 4096 index
 // elements the block-sorted fill (one kernel: every block checks and sorts the keys in shared
 // memory, then stores), beyond that keys, CUB's sort, then a store per (row, sorted key). The
-// sorted path (every mean; the narrow types' adds; deterministic writes that may meet duplicates):
-// keys (validating), CUB's stable radix sort, then, per element written, its first writer walks the
-// run in index order (a block per sorted position for long rows, a thread per (position, row
-// element) otherwise). No host synchronization unless CudaCheckMode::kSync.
+// sorted path (every mean; the narrow types' adds; floating adds over long rows; deterministic
+// writes that may meet duplicates): keys (validating), CUB's stable radix sort, then the back half
+// every family shares (common/segments_cuda.cu: fixed chunks of sorted positions, one write per
+// element, long runs folded in pieces combined in chunk order). No host synchronization unless
+// CudaCheckMode::kSync.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -74,46 +75,12 @@ __global__ void __launch_bounds__(kThreads) add_kernel(const Params<I, D> a, ari
   add_thread<T>(a, acc, I(blockIdx.x), I(threadIdx.x), I(gridDim.x), bad);
 }
 
-template <typename I, int D>
+template <typename K, typename Vt, typename I, int D>
 __global__ void __launch_bounds__(kThreads)
-    keys_kernel(const Params<I, D> a, uint64_t* keys, int64_t* vals) {
+    keys_kernel(const Params<I, D> a, K* keys, Vt* vals, int payload) {
   with_report(a, [&](Bad& bad) {
-    keys_thread(a, keys, vals, I(blockIdx.x), I(threadIdx.x), I(gridDim.x), bad);
+    keys_thread(a, keys, vals, payload, I(blockIdx.x), I(threadIdx.x), I(gridDim.x), bad);
   });
-}
-
-// Rows (row length >= kThreads): a block per sorted position; a head's threads split its row.
-template <typename T, bool kAdd, typename I, int D>
-__global__ void __launch_bounds__(kThreads) seg_rows_kernel(const SegParams<I, D> a) {
-  if (aborted(a.abort)) return;
-  for (int64_t i = blockIdx.x; i < a.n_seq; i += gridDim.x) {
-    int64_t end = 0;
-    if (!seg_head(a, i, &end)) continue;  // the same answer for the whole block
-    for (int64_t r = threadIdx.x; r < a.n_row; r += kThreads) seg_walk<T, kAdd>(a, i, end, I(r));
-  }
-}
-
-// The same over units of V elements (seg_vec_width).
-template <typename T, bool kAdd, int V, typename I, int D>
-__global__ void __launch_bounds__(kThreads) seg_rows_vec_kernel(const SegParams<I, D> a) {
-  if (aborted(a.abort)) return;
-  const int64_t units = a.n_row / V;
-  for (int64_t i = blockIdx.x; i < a.n_seq; i += gridDim.x) {
-    int64_t end = 0;
-    if (!seg_head(a, i, &end)) continue;
-    for (int64_t u = threadIdx.x; u < units; u += kThreads)
-      seg_walk_vec<T, kAdd, V>(a, i, end, I(u));
-  }
-}
-
-// Short rows: a thread per (sorted position, row position), in I arithmetic.
-template <typename T, bool kAdd, typename I, int D>
-__global__ void __launch_bounds__(kThreads) seg_flat_kernel(const SegParams<I, D> a, I n) {
-  if (aborted(a.abort)) return;
-  for (I t = I(blockIdx.x) * kThreads + threadIdx.x; t < n; t += I(gridDim.x) * kThreads) {
-    const DivMod<I> ir = a.row_div.divmod(t);
-    seg_at<T, kAdd>(a, int64_t(ir.div), ir.mod);
-  }
 }
 
 template <typename U, typename I, int D>
@@ -149,15 +116,17 @@ __global__ void __launch_bounds__(kThreads)
   fill_rows_thread<U>(f, keys, I(blockIdx.x), I(threadIdx.x), I(gridDim.x));
 }
 
-// STRIDEWISE_INDEX_K_CUDA_PATH (auto|plain), read once: "plain" keeps order-free writes off the
-// sorted fill, for benchmarks that measure what the sort buys. Any other value is auto, never
-// an error on a user's call.
-bool sorted_fill_allowed() {
-  static const bool allowed = [] {
+// STRIDEWISE_INDEX_K_CUDA_PATH (auto|plain|sorted), read once: PathChoice's values, for
+// benchmarks that measure what a path buys. Any other value is auto, never an error on a
+// user's call.
+PathChoice path_choice() {
+  static const PathChoice choice = [] {
     const char* v = std::getenv("STRIDEWISE_INDEX_K_CUDA_PATH");
-    return v == nullptr || std::strcmp(v, "plain") != 0;
+    if (v != nullptr && std::strcmp(v, "plain") == 0) return PathChoice::kPlain;
+    if (v != nullptr && std::strcmp(v, "sorted") == 0) return PathChoice::kSorted;
+    return PathChoice::kAuto;
   }();
-  return allowed;
+  return choice;
 }
 
 // Blocks of kThreads resident on `device` at once (one wave), cached per device: the
@@ -198,24 +167,36 @@ struct CudaRunner {
   void add(const Params<I, D>& p, arith::AccOf<T>* acc, unsigned blocks) {
     add_kernel<T, I, D><<<blocks, kThreads, 0, stream>>>(p, acc);
   }
-  template <typename I, int D>
-  void keys(const Params<I, D>& p, uint64_t* k, int64_t* v, unsigned blocks) {
-    keys_kernel<I, D><<<blocks, kThreads, 0, stream>>>(p, k, v);
+  template <typename K, typename Vt, typename I, int D>
+  void keys(const Params<I, D>& p, K* k, Vt* v, int payload, unsigned blocks) {
+    keys_kernel<K, Vt, I, D><<<blocks, kThreads, 0, stream>>>(p, k, v, payload);
   }
-  // CUB's temporary bytes for n pairs of full-width keys (the most any end_bit needs).
+  // CUB's temporary bytes for n pairs: the larger of the two key widths', at full width (the
+  // most any end_bit needs).
   size_t sort_temp_bytes(int64_t n) {
-    uint64_t* const keys[2] = {nullptr, nullptr};
-    int64_t* const vals[2] = {nullptr, nullptr};
-    size_t bytes = 0;
-    int sel = 0;
-    radix_sort_pairs(nullptr, &bytes, keys, vals, n, 64, nullptr, &sel);  // size query only
-    return bytes;
+    return std::max(sort_bytes<uint64_t, int64_t>(n, 64), sort_bytes<uint32_t, int32_t>(n, 32));
   }
   // The buffer (0 or 1) holding the sorted pairs; -1 on failure.
   int sort(const SortSpace& w, int64_t n, int end_bit) {
+    return w.wide ? run_sort<uint64_t, int64_t>(w, n, end_bit)
+                  : run_sort<uint32_t, int32_t>(w, n, end_bit);
+  }
+  template <typename K, typename Vt>
+  size_t sort_bytes(int64_t n, int end_bit) {
+    K* const keys[2] = {nullptr, nullptr};
+    Vt* const vals[2] = {nullptr, nullptr};
+    size_t bytes = 0;
+    int sel = 0;
+    radix_sort_pairs(nullptr, &bytes, keys, vals, n, end_bit, nullptr, &sel);  // size query only
+    return bytes;
+  }
+  template <typename K, typename Vt>
+  int run_sort(const SortSpace& w, int64_t n, int end_bit) {
+    K* const keys[2] = {static_cast<K*>(w.keys[0]), static_cast<K*>(w.keys[1])};
+    Vt* const vals[2] = {static_cast<Vt*>(w.vals[0]), static_cast<Vt*>(w.vals[1])};
     size_t bytes = w.temp_bytes;
     int sel = -1;
-    return radix_sort_pairs(w.temp, &bytes, w.keys, w.vals, n, end_bit, stream, &sel) == cudaSuccess
+    return radix_sort_pairs(w.temp, &bytes, keys, vals, n, end_bit, stream, &sel) == cudaSuccess
                ? sel
                : -1;
   }
@@ -229,18 +210,8 @@ struct CudaRunner {
                   size_t smem) {
     fill_block_kernel<U, I, D><<<blocks, kThreads, smem, stream>>>(seq, f, n2);
   }
-  template <typename T, bool kAdd, typename I, int D>
-  void seg_rows(const SegParams<I, D>& g, unsigned blocks) {
-    seg_rows_kernel<T, kAdd, I, D><<<blocks, kThreads, 0, stream>>>(g);
-  }
-  template <typename T, bool kAdd, int V, typename I, int D>
-  void seg_rows_vec(const SegParams<I, D>& g, unsigned blocks) {
-    seg_rows_vec_kernel<T, kAdd, V, I, D><<<blocks, kThreads, 0, stream>>>(g);
-  }
-  template <typename T, bool kAdd, typename I, int D>
-  void seg_flat(const SegParams<I, D>& g, I n, unsigned blocks) {
-    seg_flat_kernel<T, kAdd, I, D><<<blocks, kThreads, 0, stream>>>(g, n);
-  }
+  // The sorted path's back half (common/segments_launch.h), shared with scatter.
+  Status segments(const cuda_seg::SegJob& j) { return cuda_seg::run_segments_cuda(j, stream); }
 };
 
 }  // namespace
@@ -248,8 +219,7 @@ struct CudaRunner {
 
 size_t index_k_cuda_workspace_bytes(const IndexKArgs& args, const IndexKPlan& plan) {
   cuda_index_k::CudaRunner runner{nullptr, 0};  // the size query launches nothing
-  return cuda_index_k::index_k_workspace_bytes(args, plan, cuda_index_k::sorted_fill_allowed(),
-                                               runner);
+  return cuda_index_k::index_k_workspace_bytes(args, plan, cuda_index_k::path_choice(), runner);
 }
 
 Status index_k_cuda(const IndexKArgs& args, const IndexKPlan& plan, void* workspace,
@@ -261,7 +231,7 @@ Status index_k_cuda(const IndexKArgs& args, const IndexKPlan& plan, void* worksp
   if (st != Status::kOk) return st;
   cuda_index_k::CudaRunner runner{call.stream, call.device};
   st = cuda_index_k::run_index_k(args, plan, workspace, call.rec, call.abort,
-                                 cuda_index_k::sorted_fill_allowed(), runner);
+                                 cuda_index_k::path_choice(), runner);
   if (st != Status::kOk) {
     if (err) err->op = args.desc.op;
     return detail::fail(err, st,

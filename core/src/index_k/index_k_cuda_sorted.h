@@ -9,22 +9,46 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "common/segments_launch.h"
 #include "index_k/index_k_cuda_impl.h"
 
 namespace stridewise {
 namespace cuda_index_k {
 
-// ---- the sorted path (deterministic writes) ----------------------------------------------
-// keys: over IndexKPlan::seq (index order), validating as the check pass does: key[q] = the
-// terms' offset, val[q] = q. A stable radix sort by key keeps index order among equal keys.
-// seg: one thread per (sorted position i, row position r); the first position of each run of
-// equal keys walks the run in order: copy stores its last writer, add sums in the
-// accumulation type and rounds once, mean (SegParams::mean, an add without self) sums from
-// +0 and divides by the run's length before it rounds (index_k.h; index_k_cpu.cpp's mean has
-// the same order and arithmetic). No atomics: the result is the same on every run.
+// ---- the sorted path ---------------------------------------------------------------------
 
-template <typename I, int D>
-SW_HOST_DEVICE SW_INLINE void keys_thread(const Params<I, D>& a, uint64_t* keys, int64_t* vals,
+// The element of `bytes` bytes at src[off], zero-extended into a Vt (little-endian: the element
+// in the slot's low bytes, where SegArgs::src_sorted reads it).
+template <typename Vt, typename I>
+SW_HOST_DEVICE SW_INLINE Vt payload_of(const void* src, I off, int bytes) {
+  switch (bytes) {
+    case 1:
+      return Vt(SW_LDG(static_cast<const uint8_t*>(src) + off));
+    case 2:
+      return Vt(SW_LDG(static_cast<const uint16_t*>(src) + off));
+    case 4:
+      return Vt(SW_LDG(static_cast<const uint32_t*>(src) + off));
+    default:
+      return Vt(SW_LDG(static_cast<const unsigned long long*>(src) + off));
+  }
+}
+// keys: over IndexKPlan::seq (index order), validating as the check pass does: key[q] = the
+// terms' offset in self (elements), val[q] = position q's src offset (elements; 0 with one
+// value). A stable radix sort by key keeps index order among equal keys. Then the sorted path's
+// back half (common/segments.h), shared with scatter: IndexKPlan::row is its lines (self's and
+// src's row offsets), a key addresses self at `row offset + key`, a value src at
+// `row offset + value` (both strides 1). Per element written: copy stores its last writer in
+// index order; add folds self then the writers in index order in the accumulation type and
+// rounds once; mean (an add without self) folds from the identity and divides by the count
+// (index_k.h; index_k_cpu.cpp's mean has the same order). A run longer than one chunk folds in
+// pieces combined in chunk order (common/segments.h): the same result on every run.
+
+// K, Vt: uint64_t / int64_t, or uint32_t / int32_t where every key and src offset fits
+// (narrow_keys): half the sort's bytes. `payload` (payload_bytes: 0, or the element's bytes):
+// val[q] is position q's source element itself, zero-extended into the slot, so the walk after
+// the sort reads the values in order (one line: put_, a full index) instead of gathering them.
+template <typename K, typename Vt, typename I, int D>
+SW_HOST_DEVICE SW_INLINE void keys_thread(const Params<I, D>& a, K* keys, Vt* vals, int payload,
                                           I block, I thread, I grid, Bad& bad) {
   constexpr I kTile = I(kThreads) * kUnroll;
   for (I base = block * kTile; base < a.numel; base += grid * kTile) {
@@ -32,118 +56,20 @@ SW_HOST_DEVICE SW_INLINE void keys_thread(const Params<I, D>& a, uint64_t* keys,
     for (int u = 0; u < kUnroll; ++u) {
       const I q = base + I(u * kThreads) + thread;
       if (q >= a.numel) continue;
+      const Offsets<kN, I> o = a.calc.get(q);
       I t = 0;
       int j = 0;
       int64_t v = 0;
-      if (!terms(a, a.calc.get(q), &t, &j, &v)) {
+      if (!terms(a, o, &t, &j, &v)) {
         t = 0;  // never used: the abort word stops the writes
         if (!bad.b.any) bad = Bad{BadIndex{true, v, int64_t(q)}, j};
       }
-      keys[q] = uint64_t(t);
-      vals[q] = int64_t(q);
+      keys[q] = K(t);
+      vals[q] = a.has_value ? Vt(0)
+                : payload   ? payload_of<Vt>(a.other, o.v[kIkOther], payload)
+                            : Vt(o.v[kIkOther]);
     }
   }
-}
-
-template <typename I, int D>
-struct SegParams {
-  OffsetCalculator<kN, I, D> seq;  // q -> src offset (kIkOther)
-  OffsetCalculator<kN, I, D> row;  // r -> self (kIkWritten) and src (kIkOther) offsets
-  IntDivider<I> row_div;           // n_row, for the one-thread-per-(i, r) mapping
-  const uint64_t* keys;            // sorted
-  const int64_t* vals;
-  int64_t n_seq, n_row;
-  void* self;
-  const void* src;
-  Abort abort;
-  bool mean;       // kAdd walks: the run's mean, without self's value
-  bool has_value;  // never with mean
-  Value value;
-};
-
-// Whether sorted position i is the first writer of its element, and where its run ends.
-template <typename I, int D>
-SW_HOST_DEVICE SW_INLINE bool seg_head(const SegParams<I, D>& a, int64_t i, int64_t* end) {
-  const uint64_t key = a.keys[i];
-  if (i > 0 && a.keys[i - 1] == key) return false;
-  int64_t e = i + 1;
-  while (e < a.n_seq && a.keys[e] == key) ++e;
-  *end = e;
-  return true;
-}
-
-// The writers [i, end) of one element, at row position r, in index order. T: the element type
-// (add) or the copy unit of the element's size (copy).
-template <typename T, bool kAdd, typename I, int D>
-SW_HOST_DEVICE SW_INLINE void seg_walk(const SegParams<I, D>& a, int64_t i, int64_t end, I r) {
-  const Offsets<kN, I> ro = a.row.get(r);
-  T* const dst = static_cast<T*>(a.self) + (I(a.keys[i]) + ro.v[kIkWritten]);
-  const T* const src = static_cast<const T*>(a.src);
-  auto src_of = [&](int64_t j) {
-    return a.has_value ? value_as<T>(a.value)
-                       : src[a.seq.get(I(a.vals[j])).v[kIkOther] + ro.v[kIkOther]];
-  };
-  if constexpr (kAdd) {
-    using C = arith::Conv<T>;
-    using A = arith::AccOf<T>;
-    A acc = a.mean ? A{} : C::load(*dst);
-    for (int64_t j = i; j < end; ++j) acc = arith::Ops<A>::add(acc, C::load(src_of(j)));
-    if (a.mean) arith::finish_acc<T>(Combine::kMean, false, end - i, &acc);
-    *dst = C::store(acc);
-  } else {
-    *dst = src_of(end - 1);
-  }
-}
-
-// The same walk over V elements at once, for rows that are one contiguous run in self and in
-// src (seg_vec_width): unit u covers row elements [u*V, u*V + V); loads and stores move whole
-// 16-byte (or V * sizeof(T)) units, the sum stays per element in the accumulation type.
-template <typename T, bool kAdd, int V, typename I, int D>
-SW_HOST_DEVICE SW_INLINE void seg_walk_vec(const SegParams<I, D>& a, int64_t i, int64_t end, I u) {
-  using U = typename UnitOf<int(sizeof(T)) * V>::type;
-  U* const dst = reinterpret_cast<U*>(static_cast<T*>(a.self) + I(a.keys[i])) + u;
-  const T* const src = static_cast<const T*>(a.src);
-  auto src_unit = [&](int64_t j) {
-    return SW_LDG(reinterpret_cast<const U*>(src + a.seq.get(I(a.vals[j])).v[kIkOther]) + u);
-  };
-  if constexpr (kAdd) {
-    using C = arith::Conv<T>;
-    using A = arith::AccOf<T>;
-    T e[V];
-    A acc[V];
-    if (a.mean) {
-      SW_UNROLL
-      for (int v = 0; v < V; ++v) acc[v] = A{};
-    } else {
-      const U d = *dst;
-      copy_bytes<sizeof(U)>(e, &d);
-      SW_UNROLL
-      for (int v = 0; v < V; ++v) acc[v] = C::load(e[v]);
-    }
-    for (int64_t j = i; j < end; ++j) {
-      const U x = src_unit(j);
-      copy_bytes<sizeof(U)>(e, &x);
-      SW_UNROLL
-      for (int v = 0; v < V; ++v) acc[v] = arith::Ops<A>::add(acc[v], C::load(e[v]));
-    }
-    SW_UNROLL
-    for (int v = 0; v < V; ++v) {
-      if (a.mean) arith::finish_acc<T>(Combine::kMean, false, end - i, &acc[v]);
-      e[v] = C::store(acc[v]);
-    }
-    U out;
-    copy_bytes<sizeof(U)>(&out, e);
-    *dst = out;
-  } else {
-    *dst = src_unit(end - 1);
-  }
-}
-
-// One (sorted position, row position) pair: what each thread of the flat mapping does.
-template <typename T, bool kAdd, typename I, int D>
-SW_HOST_DEVICE SW_INLINE void seg_at(const SegParams<I, D>& a, int64_t i, I r) {
-  int64_t end = 0;
-  if (seg_head(a, i, &end)) seg_walk<T, kAdd>(a, i, end, r);
 }
 
 // ---- the sorted fill (order-free writes whose index every row of self shares) -----------
@@ -238,45 +164,22 @@ SW_HOST_DEVICE SW_INLINE void bitonic_step(I* keys, int64_t n2, int64_t k, int64
 
 // ---- host side -------------------------------------------------------------------------
 
-template <typename I, int D>
-inline SegParams<I, D> make_seg_params(const IndexKArgs& args, const IndexKPlan& plan,
-                                       const uint64_t* keys, const int64_t* vals, Abort abort) {
-  SegParams<I, D> s;
-  s.seq = OffsetCalculator<kN, I, D>(plan.seq);
-  s.row = OffsetCalculator<kN, I, D>(plan.row);
-  s.keys = keys;
-  s.vals = vals;
-  s.n_seq = plan.seq.numel;
-  s.n_row = plan.row.numel;
-  s.row_div = IntDivider<I>(I(plan.row.numel > 0 ? plan.row.numel : 1));
-  s.self = args.self.data;
-  s.src = args.src.data;
-  s.abort = abort;
-  s.mean = args.desc.combine == Combine::kMean;
-  s.has_value = args.has_value;
-  for (int b = 0; b < 16; ++b) s.value.b[b] = args.value[b];
-  return s;
-}
-
-// Elements per unit of the sorted path's row walk (1: element by element): the row is one run
-// of unit stride in self and src, V divides its length, every key (the terms) and every src
-// offset of a sorted position, and both data pointers are V * element aligned. At most 16
-// bytes per unit.
+// Lines per thread of the sorted path's back half (1: element by element): 16 / element bytes
+// (the one vector width the segment kernels instantiate: with_vec) when the row is one run of
+// unit stride in self and src, that width divides its length, every key (the terms) and every
+// src offset of a sorted position, and both data pointers are 16-byte aligned.
 inline int seg_vec_width(const IndexKArgs& args, const IndexKPlan& plan) {
   const LoopPlan<kN>& r = plan.row;
   const int64_t es = elem_size(args.self.dtype);
   if (args.has_value || args.mode != IndexMode::kSum || r.rank != 1 || es <= 0 || es > 8 ||
-      r.strides[kIkWritten][0] != 1 || r.strides[kIkOther][0] != 1)
+      16 % es != 0 || r.strides[kIkWritten][0] != 1 || r.strides[kIkOther][0] != 1)
     return 1;
-  for (int64_t v = 16 / es; v > 1; v /= 2) {
-    bool ok = r.sizes[0] % v == 0 &&
-              reinterpret_cast<uintptr_t>(args.self.data) % uintptr_t(v * es) == 0 &&
-              reinterpret_cast<uintptr_t>(args.src.data) % uintptr_t(v * es) == 0;
-    for (int j = 0; j < args.k && ok; ++j) ok = args.term_stride[j] % v == 0;
-    for (int d = 0; d < plan.seq.rank && ok; ++d) ok = plan.seq.strides[kIkOther][d] % v == 0;
-    if (ok) return int(v);
-  }
-  return 1;
+  const int64_t v = 16 / es;
+  bool ok = r.sizes[0] % v == 0 && reinterpret_cast<uintptr_t>(args.self.data) % 16 == 0 &&
+            reinterpret_cast<uintptr_t>(args.src.data) % 16 == 0;
+  for (int j = 0; j < args.k && ok; ++j) ok = args.term_stride[j] % v == 0;
+  for (int d = 0; d < plan.seq.rank && ok; ++d) ok = plan.seq.strides[kIkOther][d] % v == 0;
+  return ok ? int(v) : 1;
 }
 
 inline bool narrow(DType t) {
@@ -307,16 +210,28 @@ inline bool integral(DType t) {
   }
 }
 
+// Which path a write takes where several could (STRIDEWISE_INDEX_K_CUDA_PATH: auto | plain |
+// sorted): kAuto, the rules below; kPlain keeps order-free writes off the sorted fills
+// (benchmarks measure what the sort buys); kSorted sends every floating add that may meet
+// duplicates down the sorted path (tests; benchmarks of the rule's boundary).
+enum class PathChoice : int { kAuto, kPlain, kSorted };
+
 // The sorted path takes every mean (its count is the run's length), the narrow types' adds
 // (accumulated in float32/int32, rounded once per element, never a per-step rounding in the
-// storage type) and the deterministic writes that may meet duplicates (an add of int32/int64 is
+// storage type), the floating adds over rows long enough to pay for the sort (seg_pays, the
+// rule scatter's segment path keeps: `x[i] += v` over rows, where atomics queue on the rows
+// that repeat) and the deterministic writes that may meet duplicates (an add of int32/int64 is
 // exact in any order and keeps the atomics; an order-free copy of one value stores the same
 // bytes in any order).
-inline bool sorted_path(const IndexKArgs& a, const IndexKPlan& p) {
+inline bool sorted_path(const IndexKArgs& a, const IndexKPlan& p,
+                        PathChoice choice = PathChoice::kAuto) {
   if (a.desc.role != IndexRole::kWrite) return false;
   if (a.desc.combine == Combine::kMean) return true;
   const bool add = a.desc.combine == Combine::kAdd;
   if (add && narrow(a.self.dtype)) return true;
+  if (add && !integral(a.self.dtype) && p.may_collide &&
+      (choice == PathChoice::kSorted || cuda_seg::seg_pays(p.seq.numel * p.row.numel, p.row.numel)))
+    return true;
   return a.deterministic && p.may_collide && !p.order_free && !(add && integral(a.self.dtype));
 }
 
@@ -392,6 +307,21 @@ inline int key_bits(const IndexKArgs& args) {
   int bits = 1;
   while (bits < 64 && (uint64_t(hi) >> bits) != 0) ++bits;
   return bits;
+}
+
+// The payload keys' element bytes (keys_thread), 0 for offsets: an accumulating sorted path of
+// one row element per position (put_, an index over every dim) with a source tensor, whose
+// element fits the value's slot (4 bytes, 8 when `wide`).
+inline int payload_bytes(const IndexKArgs& args, const IndexKPlan& plan, bool wide) {
+  const int64_t es = elem_size(args.self.dtype);
+  if (!args.desc.accumulates() || args.has_value || plan.row.numel != 1) return 0;
+  return es <= (wide ? 8 : 4) && (es == 1 || es == 2 || es == 4 || es == 8) ? int(es) : 0;
+}
+
+// The sorted path's keys and values in 32 bits (uint32 keys, int32 src offsets): every key below
+// 2^32 and every offset along IndexKPlan::seq within 31 bits. The sorted fill keeps 64 bits.
+inline bool narrow_keys(const IndexKArgs& args, const IndexKPlan& plan) {
+  return key_bits(args) <= 32 && plan.seq.fits_int32 && plan.seq.numel <= kI32Max;
 }
 
 }  // namespace cuda_index_k

@@ -27,13 +27,7 @@ namespace stridewise {
 namespace cuda_scatter {
 namespace {
 
-// True when this call's validation raised the abort word: read once per block.
-__device__ __forceinline__ bool block_aborted(const Abort& a) {
-  __shared__ int skip;
-  if (threadIdx.x == 0) skip = aborted(a) ? 1 : 0;
-  __syncthreads();
-  return skip != 0;
-}
+using detail::block_aborted;
 
 template <typename I, int D>
 __global__ void __launch_bounds__(kThreads) scatter_validate_kernel(const ValidateArgs<I, D> a) {
@@ -93,25 +87,6 @@ __global__ void __launch_bounds__(kThreads) scatter_ws_final_kernel(const WsArgs
 __global__ void __launch_bounds__(kThreads) scatter_sort_keys_kernel(const KeysArgs a) {
   if (block_aborted(a.abort)) return;
   sort_keys_thread(a, int64_t(blockIdx.x), int64_t(threadIdx.x), int64_t(gridDim.x));
-}
-
-template <typename T, int V, typename I, int D>
-__global__ void __launch_bounds__(kThreads) scatter_seg_acc_kernel(const SegArgs<I, D> a) {
-  if (block_aborted(a.abort)) return;
-  seg_acc_thread<T, V>(a, int64_t(blockIdx.x), int64_t(threadIdx.x), int64_t(gridDim.x));
-}
-
-template <typename T, int V, typename I, int D>
-__global__ void __launch_bounds__(kThreads) scatter_seg_fix_kernel(const SegArgs<I, D> a) {
-  if (block_aborted(a.abort)) return;
-  seg_fix_thread<T, V>(a, int64_t(blockIdx.x), int64_t(threadIdx.x), int64_t(gridDim.x));
-}
-
-template <typename U, int V, typename I, int D>
-__global__ void __launch_bounds__(kThreads)
-    scatter_seg_put_kernel(const SegArgs<I, D> a, int units) {
-  if (block_aborted(a.abort)) return;
-  seg_put_thread<U, V>(a, units, int64_t(blockIdx.x), int64_t(threadIdx.x), int64_t(gridDim.x));
 }
 
 template <typename U, int V, typename I, int D>
@@ -223,18 +198,8 @@ struct CudaRunner {
     int sel = -1;
     return radix_sort_any(a, &bytes, stream, &sel) == cudaSuccess ? sel : -1;
   }
-  template <typename T, int V, typename I, int D>
-  void seg_acc(const SegArgs<I, D>& a, unsigned blocks) {
-    scatter_seg_acc_kernel<T, V, I, D><<<blocks, kThreads, 0, stream>>>(a);
-  }
-  template <typename T, int V, typename I, int D>
-  void seg_fix(const SegArgs<I, D>& a, unsigned blocks) {
-    scatter_seg_fix_kernel<T, V, I, D><<<blocks, kThreads, 0, stream>>>(a);
-  }
-  template <typename U, int V, typename I, int D>
-  void seg_put(const SegArgs<I, D>& a, int units, unsigned blocks) {
-    scatter_seg_put_kernel<U, V, I, D><<<blocks, kThreads, 0, stream>>>(a, units);
-  }
+  // The sorted path's back half (common/segments_launch.h), shared with index_k.
+  Status segments(const cuda_seg::SegJob& j) { return cuda_seg::run_segments_cuda(j, stream); }
   template <typename U, int V, typename I, int D>
   void rows_put(const SegArgs<I, D>& a, int64_t index_dim_stride, unsigned blocks) {
     scatter_rows_put_kernel<U, V, I, D><<<blocks, kThreads, 0, stream>>>(a, index_dim_stride);

@@ -10,7 +10,8 @@
 //     with one (float16/bfloat16, mean, include_self = false): ws_init -> acc_elems /
 //     acc_lines into the workspace -> ws_final into out;
 //     or, with a shared index (scatter_cuda_sorted.h, sort_shape's rule): sort_keys -> sort
-//     -> seg_put, or seg_acc -> seg_fix (scatter_cuda_segments.h), straight into out;
+//     -> the sorted path's back half (common/segments_launch.h: seg_put, or seg_acc ->
+//     seg_fix), straight into out;
 //     or, accumulating with an index per element (scatter_cuda_tile.h, tile_shape's rule):
 //     one tile kernel, accumulators in shared memory, straight into out;
 //     or, accumulating into short out columns (scatter_cuda_bins.h, bins_shape's rule, tried
@@ -32,6 +33,7 @@
 
 #include "scatter/scatter_cuda_bins.h"
 #include "scatter/scatter_cuda_launch.h"
+#include "scatter/scatter_cuda_rows.h"
 #include "scatter/scatter_cuda_sorted.h"
 #include "scatter/scatter_cuda_tile.h"
 #include "stridewise/layout.h"
@@ -157,7 +159,7 @@ struct Launcher {
     });
   }
 
-  // The segment path (scatter_cuda_sorted.h, scatter_cuda_segments.h) straight into out.
+  // The segment path (scatter_cuda_sorted.h, then common/segments_launch.h) straight into out.
   Status sorted(const WsLayout& w, void* workspace, int unit, int units) {
     const SortShape& s = w.sort;
     char* const base = static_cast<char*>(workspace);
@@ -179,43 +181,24 @@ struct Launcher {
     if (sel < 0) return Status::kDeviceError;
     const LoopPlan<3>& l = plan.lines;
     const bool acc = args.desc.accumulates();
-    const int v = seg_vec(acc ? elem_size(args.out.dtype) : unit * units, units);
-    const bool u32 = l.fits_int32 && units == 1 && plan.line_len <= kI32Max;
-    return with_offsets(Buckets{}, u32, l.rank, [&](auto it, auto dims) {
-      using I = typename decltype(it)::type;
-      constexpr int D = decltype(dims)::value;
-      // Lines one vector apart (v > 1) are read whole by a tile; otherwise tiles of one warp,
-      // tile-major, keep the src columns in use at once small enough for L2 (SegArgs).
-      const bool tile_major = v == 1;
-      // groups: threads per chunk
-      SegArgs<I, D> p = seg_args<I, D>(ceil_div(l.numel, v), tile_major ? 32 : kThreads);
-      p.tile_major = tile_major;
-      p.keys = sa.keys[sel];
-      p.vals = sa.vals[sel];
-      p.wide = s.wide;
-      p.n = s.n;
-      p.chunk = kSegChunk;
-      p.chunks = seg_chunks(s.n);
-      p.carry = acc ? base + w.carry_at : nullptr;
-      const unsigned blocks = static_cast<unsigned>(std::max<int64_t>(
-          1, std::min(ceil_div(p.chunks * p.tiles, kThreads / p.tile_threads), kMaxBlocks)));
-      if (!acc)
-        return with_unit(unit, [&](auto ut) {
-          using U = typename decltype(ut)::type;
-          return with_vec<sizeof(U)>(v, [&](auto vv) {
-            runner.template seg_put<U, decltype(vv)::value, I, D>(p, units, blocks);
-            return Status::kOk;
-          });
-        });
-      return with_type(args.out.dtype, [&](auto tt) {
-        using T = typename decltype(tt)::type;
-        return with_vec<sizeof(T)>(v, [&](auto vv) {
-          runner.template seg_acc<T, decltype(vv)::value, I, D>(p, blocks);
-          runner.template seg_fix<T, decltype(vv)::value, I, D>(p, blocks);
-          return Status::kOk;
-        });
-      });
-    });
+    SegJob j;
+    j.ops = operands_of(args, args.out.data);
+    j.dtype = args.out.dtype;
+    j.unit = unit;
+    j.units = units;
+    j.lines = l;
+    j.u32 = l.fits_int32 && units == 1 && plan.line_len <= kI32Max;
+    j.out_dim_stride = plan.out_dim_stride;
+    j.src_dim_stride = plan.src_dim_stride;
+    j.size = plan.out_dim_size;
+    j.keys = sa.keys[sel];
+    j.vals = sa.vals[sel];
+    j.wide = s.wide;
+    j.n = s.n;
+    j.carry = acc ? base + w.carry_at : nullptr;
+    j.v = seg_vec(acc ? elem_size(args.out.dtype) : unit * units, units);
+    j.abort = abort;
+    return runner.segments(j);
   }
 
   // Fast-mode copy through a shared index whose lines are one aligned run (seg_vec > 1):
@@ -246,9 +229,9 @@ struct Launcher {
     });
   }
 
-  // The SegArgs fields the segment kernels and rows_put share: the operands, the lines'
-  // walk, the strides along dim, the abort word, and `groups` threads per chunk (or row) in
-  // tiles of tile_threads (the power of two that covers them, at most max_tile).
+  // rows_put's SegArgs: the operands, the lines' walk, the strides along dim, the abort word,
+  // and `groups` threads per row in tiles of tile_threads (the power of two that covers them,
+  // at most max_tile).
   template <typename I, int D>
   SegArgs<I, D> seg_args(int64_t groups, int64_t max_tile) const {
     const LoopPlan<3>& l = plan.lines;

@@ -17,6 +17,7 @@
 #include "common/elem_arith.h"     // Conv, Ops, combine, atomic_combine
 #include "common/kernel_common.h"  // kThreads, Abort, Value, load_index, SW_LDG
 #include "common/launch_dispatch.h"
+#include "common/operands.h"
 #include "stridewise/cuda_errors.h"
 #include "stridewise/offset_calc.h"
 #include "stridewise/scatter.h"
@@ -39,29 +40,6 @@ struct ScatterSite {
   int64_t dim = 0;
   int64_t size = 0;  // valid index values are [0, size)
 };
-
-// What every scatter body after validation reads and writes: out (for the accumulating
-// bodies: the target, out itself or the workspace's accumulator), index, src (unused when
-// has_value) and the value scalar. The bodies' argument structs derive from it, so one host
-// line fills it (operands_of).
-struct Operands {
-  void* out;
-  const void* index;
-  const void* src;
-  bool idx64;
-  bool has_value;
-  Value value;
-  Combine combine;  // the accumulating bodies'
-  bool include_self;
-  bool has_alpha;  // src scaled by alpha (ScatterArgs::has_alpha)
-  Value alpha;
-};
-
-// src's scale as the accumulating bodies apply it.
-template <typename T>
-SW_HOST_DEVICE SW_INLINE SrcScale<T> src_scale(const Operands& o) {
-  return {o.has_alpha, Conv<T>::load(value_as<T>(o.alpha))};
-}
 
 inline Operands operands_of(const ScatterArgs& a, void* out) {
   Operands o;

@@ -16,22 +16,6 @@
 namespace stridewise {
 namespace cuda_scatter {
 
-// f(integral_constant<int, V>) for V = 1 or 16 / B (the only vector widths instantiated).
-template <int B, typename F>
-Status with_vec(int v, F&& f) {
-  if constexpr (B <= 8 && 16 % B == 0) {
-    if (v == 16 / B) return f(std::integral_constant<int, 16 / B>{});
-  }
-  if (v != 1) return Status::kUnsupported;
-  return f(std::integral_constant<int, 1>{});
-}
-
-// Bytes of the accumulation type (common/elem_arith.h): 4 for float16/bfloat16 (float32) and
-// for bool and 1-/2-byte integers (int32); the element size otherwise.
-inline int acc_bytes(DType t) {
-  return elem_size(t) < 4 ? 4 : elem_size(t);
-}
-
 // Where the workspace parts lie; total 0 when the call needs none.
 struct WsLayout : SortLayout {
   bool needed = false;
@@ -43,10 +27,6 @@ struct WsLayout : SortLayout {
   int64_t carry_at = 0;
 };
 
-inline int64_t seg_chunks(int64_t n) {
-  return ceil_div(n, kSegChunk);
-}
-
 // `sort`: the call's sort_shape; sort_temp: CUB's temporary bytes for it.
 inline WsLayout ws_layout(const ScatterArgs& a, const SortShape& sort = {}, int64_t sort_temp = 0) {
   WsLayout w;
@@ -56,7 +36,7 @@ inline WsLayout ws_layout(const ScatterArgs& a, const SortShape& sort = {}, int6
     static_cast<SortLayout&>(w) = sort_layout(sort.n, sort.wide ? 8 : 4, sort_temp);
     w.carry_at = w.end;
     const int64_t carry =
-        a.desc.accumulates() ? seg_chunks(sort.n) * 2 * sort.lines * acc_bytes(a.out.dtype) : 0;
+        a.desc.accumulates() ? seg_carry_bytes(sort.n, sort.lines, a.out.dtype) : 0;
     w.total = w.carry_at + align256(carry);
     return w;
   }

@@ -6,8 +6,9 @@
 //  1. sort_keys: keys[i] = index value of step i, vals[i] = i (i in [0, line_len));
 //  2. cub::DeviceRadixSort::SortPairs (a DoubleBuffer over two key and two value arrays in
 //     the workspace; stable, so equal keys keep index order), bits [0, end_bit);
-//  3. seg_acc + seg_fix (accumulating combines) or seg_put (copy), scatter_cuda_segments.h:
-//     fixed chunks of sorted positions, one write per (segment, line), no atomics.
+//  3. the sorted path's back half (common/segments_launch.h): seg_acc + seg_fix (accumulating
+//     combines) or seg_put (copy), fixed chunks of sorted positions, one write per (segment,
+//     line), no atomics.
 // This file: the selection rule, the sort's shape, step 1 and the sort's arguments.
 //
 // Host and device compilable (the host emulation test runs these bodies); no __global__
@@ -18,11 +19,18 @@
 #include <cstdint>
 #include <string>
 
-#include "scatter/scatter_cuda_segments.h"
+#include "common/segments_launch.h"
+#include "scatter/scatter_cuda_impl.h"
 #include "stridewise/scatter.h"
 
 namespace stridewise {
 namespace cuda_scatter {
+
+using namespace cuda_seg;  // NOLINT: SegArgs, SegJob, the chunk and vector rules
+
+// The lines' calculator of the sorted path is ScatterPlan::lines.
+static_assert(int(kSegOut) == int(kScatterOut) && int(kSegSrc) == int(kScatterSrc),
+              "the sorted path reads ScatterPlan::lines' out and src offsets");
 
 // Which path run_scatter takes where several could run. kAuto: the rules of sort_shape and
 // tile_shape (scatter_cuda_tile.h); kNever: neither, the atomics or lines kernels (tests,
@@ -56,13 +64,9 @@ inline bool parse_path_choice(const char* s, PathChoice* c) {
 
 // Selection rule (kAuto), for a shared index with line_len >= 2:
 //  - deterministic: always (the alternative is one thread walking each line);
-//  - otherwise for accumulating combines when the sort is paid for: at least kSegMinElems
-//    elements in all and at least kSegMinLines lines (elements per sorted key). Below that,
-//    one atomic per element; copy (any writer may win) is one plain write per element.
-// First estimates, to be measured on the H200 (bench_scatter.py): the sort of line_len keys
-// costs about as much as reading line_len * kSegMinLines / 8 elements.
-constexpr int64_t kSegMinElems = int64_t(1) << 20;
-constexpr int64_t kSegMinLines = 32;
+//  - otherwise for accumulating combines when the sort is paid for (seg_pays, the rule the
+//    k-index family shares). Below that, one atomic per element; copy (any writer may win) is
+//    one plain write per element.
 
 struct SortShape {
   bool use = false;
@@ -84,7 +88,7 @@ inline SortShape sort_shape(const ScatterArgs& a, const ScatterPlan& p, PathChoi
   if (choice != PathChoice::kAuto && choice != PathChoice::kAlways) return s;
   if (p.elems.numel == 0 || p.line_len < 2 || !index_shared(a)) return s;
   if (choice == PathChoice::kAuto && !a.deterministic &&
-      (!a.desc.accumulates() || p.elems.numel < kSegMinElems || p.lines.numel < kSegMinLines))
+      (!a.desc.accumulates() || !seg_pays(p.elems.numel, p.lines.numel)))
     return s;
   s.use = true;
   s.n = p.line_len;

@@ -138,6 +138,8 @@ struct ScatterHostRunner {
     });
   }
   int sort(const cs::SortArgs& a);  // scatter_test_util.cpp
+  // The sorted path's back half: its own launch sequence over the bodies below.
+  stridewise::Status segments(const cs::SegJob& j) { return cs::launch_segments(j, *this); }
   template <typename T, int V, typename I, int D>
   void seg_acc(const cs::SegArgs<I, D>& a, unsigned blocks) {
     run("seg_acc", &a.abort, blocks, [&](unsigned b, unsigned t, unsigned g) {

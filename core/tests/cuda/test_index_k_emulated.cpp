@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -35,7 +37,8 @@ struct IndexKHostRunner {
   unsigned cap = 3;
   unsigned wave = 3;   // one_wave(): the block-sorted fill's grid cap
   bool bad = false;    // some kernel met a bad value
-  int vectorized = 0;  // seg_rows_vec launches
+  int vectorized = 0;  // sorted-path jobs of more than one line per thread
+  int payloads = 0;    // keys passes that carried the source elements (payload keys)
   std::vector<std::string> launches;
 
   template <typename I, typename F>
@@ -76,23 +79,34 @@ struct IndexKHostRunner {
     ik::Bad b;
     each<I>("add", blocks, [&](I bl, I t, I g) { ik::add_thread<T>(p, acc, bl, t, g, b); });
   }
-  template <typename I, int D>
-  void keys(const ik::Params<I, D>& p, uint64_t* k, int64_t* v, unsigned blocks) {
+  template <typename K, typename Vt, typename I, int D>
+  void keys(const ik::Params<I, D>& p, K* k, Vt* v, int payload, unsigned blocks) {
     ik::Bad b;
-    each<I>("keys", blocks, [&](I bl, I t, I g) { ik::keys_thread(p, k, v, bl, t, g, b); });
+    if (payload) ++payloads;
+    each<I>("keys", blocks,
+            [&](I bl, I t, I g) { ik::keys_thread(p, k, v, payload, bl, t, g, b); });
     report(b, p.abort);
   }
   size_t sort_temp_bytes(int64_t n) const { return size_t(100 + n); }  // any size
   int sort(const ik::SortSpace& w, int64_t n, int end_bit) {
-    launches.push_back("sort");
+    return w.wide ? sort_as<uint64_t, int64_t>(w, n, end_bit)
+                  : sort_as<uint32_t, int32_t>(w, n, end_bit);
+  }
+  template <typename K, typename Vt>
+  int sort_as(const ik::SortSpace& w, int64_t n, int end_bit) {
+    launches.push_back(w.wide ? "sort" : "sort32");
     EXPECT_GE(end_bit, 1);
+    const K* k0 = static_cast<const K*>(w.keys[0]);
+    const Vt* v0 = static_cast<const Vt*>(w.vals[0]);
+    for (int64_t i = 0; i < n && end_bit < 64; ++i)
+      EXPECT_EQ(uint64_t(k0[i]) >> end_bit, 0u) << "key past end_bit";
     std::vector<int64_t> order(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) order[i] = i;
     std::stable_sort(order.begin(), order.end(),
-                     [&](int64_t x, int64_t y) { return w.keys[0][x] < w.keys[0][y]; });
+                     [&](int64_t x, int64_t y) { return k0[x] < k0[y]; });
     for (int64_t i = 0; i < n; ++i) {
-      w.keys[1][i] = w.keys[0][order[i]];
-      w.vals[1][i] = w.vals[0][order[i]];
+      static_cast<K*>(w.keys[1])[i] = k0[order[i]];
+      static_cast<Vt*>(w.vals[1])[i] = v0[order[i]];
     }
     return 1;
   }
@@ -126,39 +140,31 @@ struct IndexKHostRunner {
       for (I t = 0; t < I(ik::kThreads); ++t)
         ik::fill_rows_thread<U>(f, k[bl].data(), I(bl), t, I(blocks));
   }
-  // seg_rows_kernel / seg_rows_vec_kernel: a block per sorted position, grid-strided.
-  template <typename T, bool kAdd, typename I, int D>
-  void seg_rows(const ik::SegParams<I, D>& a, unsigned blocks) {
-    seg_blocks("seg_rows", a, blocks, [&](int64_t i, int64_t end) {
-      for (int64_t r = 0; r < a.n_row; ++r) ik::seg_walk<T, kAdd>(a, i, end, I(r));
+  // The sorted path's back half: its own launch sequence (launch_segments) over the bodies of
+  // common/segments.h, every thread of the (capped) grid.
+  stridewise::Status segments(const stridewise::cuda_seg::SegJob& j) {
+    if (j.v > 1) ++vectorized;
+    return stridewise::cuda_seg::launch_segments(j, *this);
+  }
+  template <typename T, int V, typename I, int D>
+  void seg_acc(const stridewise::cuda_seg::SegArgs<I, D>& a, unsigned blocks) {
+    if (stopped(a.abort)) return launches.push_back("seg_acc");
+    each<I>("seg_acc", blocks, [&](I bl, I t, I g) {
+      stridewise::cuda_seg::seg_acc_thread<T, V>(a, int64_t(bl), int64_t(t), int64_t(g));
     });
   }
-  template <typename T, bool kAdd, int V, typename I, int D>
-  void seg_rows_vec(const ik::SegParams<I, D>& a, unsigned blocks) {
-    ++vectorized;
-    seg_blocks("seg_rows_vec", a, blocks, [&](int64_t i, int64_t end) {
-      for (int64_t u = 0; u < a.n_row / V; ++u) ik::seg_walk_vec<T, kAdd, V>(a, i, end, I(u));
+  template <typename T, int V, typename I, int D>
+  void seg_fix(const stridewise::cuda_seg::SegArgs<I, D>& a, unsigned blocks) {
+    if (stopped(a.abort)) return launches.push_back("seg_fix");
+    each<I>("seg_fix", blocks, [&](I bl, I t, I g) {
+      stridewise::cuda_seg::seg_fix_thread<T, V>(a, int64_t(bl), int64_t(t), int64_t(g));
     });
   }
-  template <typename I, int D, typename F>
-  void seg_blocks(const char* name, const ik::SegParams<I, D>& a, unsigned blocks, F&& walk) {
-    launches.push_back(name);
-    if (stopped(a.abort)) return;
-    const unsigned g = std::min(blocks, cap);
-    for (unsigned bl = 0; bl < g; ++bl)
-      for (int64_t i = bl; i < a.n_seq; i += g) {
-        int64_t end = 0;
-        if (ik::seg_head(a, i, &end)) walk(i, end);
-      }
-  }
-  template <typename T, bool kAdd, typename I, int D>
-  void seg_flat(const ik::SegParams<I, D>& a, I n, unsigned blocks) {
-    if (stopped(a.abort)) return;
-    each<I>("seg_flat", blocks, [&](I bl, I t, I g) {
-      for (I q = bl * I(ik::kThreads) + t; q < n; q += g * I(ik::kThreads)) {
-        const stridewise::DivMod<I> ir = a.row_div.divmod(q);
-        ik::seg_at<T, kAdd>(a, int64_t(ir.div), ir.mod);
-      }
+  template <typename U, int V, typename I, int D>
+  void seg_put(const stridewise::cuda_seg::SegArgs<I, D>& a, int units, unsigned blocks) {
+    if (stopped(a.abort)) return launches.push_back("seg_put");
+    each<I>("seg_put", blocks, [&](I bl, I t, I g) {
+      stridewise::cuda_seg::seg_put_thread<U, V>(a, units, int64_t(bl), int64_t(t), int64_t(g));
     });
   }
 };
@@ -186,8 +192,10 @@ bool emulate_any(const stridewise::IndexKArgs& a, const IndexKPlan& planned, boo
   if (wide) plan.loop.fits_int32 = false;
   IndexKHostRunner r;
   int64_t word = 0;
-  Workspace ws(int64_t(ik::index_k_workspace_bytes(a, plan, true, r)));
-  EXPECT_EQ(ik::run_index_k(a, plan, ws.base, nullptr, abort_of(a, &word), true, r), Status::kOk);
+  Workspace ws(int64_t(ik::index_k_workspace_bytes(a, plan, ik::PathChoice::kAuto, r)));
+  EXPECT_EQ(
+      ik::run_index_k(a, plan, ws.base, nullptr, abort_of(a, &word), ik::PathChoice::kAuto, r),
+      Status::kOk);
   if (seen) *seen = r;
   return r.bad;
 }
@@ -198,7 +206,7 @@ template <typename I, int D>
 bool emulate_fill_rows(const stridewise::IndexKArgs& a, const IndexKPlan& plan) {
   IndexKHostRunner r;
   int64_t word = 0;
-  Workspace ws(ik::sort_space(plan, nullptr, r.sort_temp_bytes(plan.seq.numel)).total);
+  Workspace ws(ik::sort_space(a, plan, true, nullptr, r.sort_temp_bytes(plan.seq.numel)).total);
   EXPECT_EQ((ik::launch_fill_rows<I, D>(a, plan, ws.base, nullptr, abort_of(a, &word), r)),
             Status::kOk);
   return r.bad;
@@ -411,20 +419,26 @@ TEST(IndexKEmulated, RowsMoveInVectorUnits) {
 // resolve in index order, so copies (last writer), sums (in order, in the accumulation type)
 // and means (those sums from +0, divided once) equal the reference bitwise.
 template <typename I, int D>
-bool emulate_sorted(const stridewise::IndexKArgs& a, const IndexKPlan& plan, int* vectorized) {
+bool emulate_sorted(const stridewise::IndexKArgs& a, const IndexKPlan& plan, int* vectorized,
+                    unsigned cap = 3, std::vector<std::string>* launches = nullptr,
+                    int* payloads = nullptr) {
   IndexKHostRunner r;
+  r.cap = cap;
   int64_t word = 0;
-  Workspace ws(ik::sort_space(plan, nullptr, r.sort_temp_bytes(plan.seq.numel)).total);
+  const bool wide = !ik::narrow_keys(a, plan);
+  Workspace ws(ik::sort_space(a, plan, wide, nullptr, r.sort_temp_bytes(plan.seq.numel)).total);
   EXPECT_EQ((ik::launch_sorted<I, D>(a, plan, ws.base, nullptr, abort_of(a, &word), r)),
             Status::kOk);
   *vectorized += r.vectorized;
+  if (launches) *launches = r.launches;
+  if (payloads) *payloads += r.payloads;
   return r.bad;
 }
 
 TEST(IndexKEmulated, SortedPathResolvesDuplicatesInIndexOrder) {
   const uint64_t seed = test_seed();
   Rng rng(seed);
-  int dups = 0, ran = 0, vectorized = 0;
+  int dups = 0, ran = 0, vectorized = 0, payloads = 0;
   for (int trial = 0; trial < 300; ++trial) {
     const IndexMode mode = trial % 3 == 2 ? IndexMode::kUnravel : IndexMode::kSum;
     const Combine comb = trial % 4 == 3 ? Combine::kMean
@@ -442,15 +456,18 @@ TEST(IndexKEmulated, SortedPathResolvesDuplicatesInIndexOrder) {
     dups += index_k_has_duplicates(c);
     const std::vector<unsigned char> want = index_k_reference(c);
     const bool small = plan.seq.fits_int32 && plan.seq.rank <= 6 && plan.row.rank <= 6;
-    const bool bad = small && trial % 2 ? emulate_sorted<uint32_t, 6>(c.args, plan, &vectorized)
-                                        : emulate_sorted<int64_t, 64>(c.args, plan, &vectorized);
+    const bool bad =
+        small && trial % 2
+            ? emulate_sorted<uint32_t, 6>(c.args, plan, &vectorized, 3, nullptr, &payloads)
+            : emulate_sorted<int64_t, 64>(c.args, plan, &vectorized, 3, nullptr, &payloads);
     EXPECT_FALSE(bad);
     EXPECT_EQ(diff_bytes(c.self.base(), want.data(), want.size()), "")
         << "seed " << seed << " trial " << trial << " " << c.describe();
     if (HasFailure()) return;
   }
   EXPECT_EQ(ran, 300);
-  EXPECT_GT(dups, 30);  // the cases this path exists for
+  EXPECT_GT(dups, 30);      // the cases this path exists for
+  EXPECT_GT(payloads, 10);  // the adds and means of one element per position (take/put's)
 }
 
 // x[i] += v, x[i] = v and the mean over contiguous rows with duplicates: the sorted path's
@@ -472,6 +489,146 @@ TEST(IndexKEmulated, SortedRowsMoveInVectorUnits) {
     EXPECT_FALSE(bad);
     EXPECT_EQ(vectorized, 1);
     EXPECT_EQ(diff_bytes(c.self.base(), want.data(), want.size()), "");
+  }
+}
+
+// Element e (contiguous views) of a float32, float16 or bfloat16 tensor, as a float.
+double get_float(const stridewise::StridedView& v, int64_t e) {
+  namespace el = stridewise::elem;
+  if (v.dtype == DType::kFloat32) return double(static_cast<const float*>(v.data)[e]);
+  const uint16_t h = static_cast<const uint16_t*>(v.data)[e];
+  return double(v.dtype == DType::kFloat16 ? el::f16_to_float(h) : el::bf16_to_float(h));
+}
+void set_float(const stridewise::StridedView& v, int64_t e, float f) {
+  namespace el = stridewise::elem;
+  if (v.dtype == DType::kFloat32) {
+    static_cast<float*>(v.data)[e] = f;
+    return;
+  }
+  static_cast<uint16_t*>(v.data)[e] =
+      v.dtype == DType::kFloat16 ? el::float_to_f16(f) : el::float_to_bf16(f);
+}
+
+// x (8, w) of dt at rows idx: x[idx] += v (n, w), values in [-1, 1) as dt holds them. Most
+// positions go to rows 2 and 5 (the hot rows of `x[i] += v`'s backward), so their runs span
+// several chunks of the sorted path's back half (kSegChunk positions each).
+IndexKCase hot_rows_case(Rng& rng, DType dt, int64_t n, int64_t w = 32) {
+  IndexKCase c;
+  c.self = make_tensor(dt, {8, w}, {w, 1}, 0);
+  c.dense = make_tensor(dt, {n, w}, {w, 1}, 0);
+  c.idx.push_back(make_tensor(DType::kInt64, {n}, {1}, 0));
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (TestTensor* t : {&c.self, &c.dense})
+    for (int64_t e = 0; e < t->view.numel(); ++e) set_float(t->view, e, u(rng));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t r = rand_int(rng, 0, 9);
+    write_index(c.idx[0].view, i, r < 7 ? 2 : r < 9 ? 5 : rand_int(rng, -8, 7));
+  }
+  c.shape = {n, w};
+  c.bshape = {n};
+  c.dims = {0};
+  stridewise::IndexKArgs& a = c.args;
+  a.desc = {stridewise::OpCode::kIndexPut, IndexRole::kWrite, Combine::kAdd, true, /*wraps=*/true};
+  a.self = c.self.view;
+  a.self.strides[0] = 0;
+  a.self.sizes[0] = n;
+  a.target = c.self.view;
+  a.src = c.dense.view;
+  a.index[0] = c.idx[0].view;
+  a.index[0].rank = 2;
+  a.index[0].sizes[1] = w;
+  a.index[0].strides[1] = 0;
+  a.term_size[0] = 8;
+  a.term_stride[0] = w;
+  return c;
+}
+
+// Runs that cross chunks fold in pieces (common/segments.h): the result is the same bytes on
+// every schedule (grid caps 1, 3 and 7; both offset and key widths), and within float32's error of
+// the float64 sum for float32, float16 and bfloat16 alike: the narrow types accumulate in float32
+// and round once, so they stay within half a unit of their own precision plus that error.
+TEST(IndexKEmulated, LongRunsFoldInPiecesRepeatablyAndRoundOnce) {
+  const uint64_t seed = test_seed();
+  Rng rng(seed);
+  // w 32: rows in 16-byte units; w 1: one element per position, the values carried through
+  // the sort (payload keys: 4-byte slots with 32-bit keys, 8-byte ones with 64-bit keys).
+  for (int64_t w : {32, 1}) {
+    for (DType dt : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+      const int64_t n = 300;  // row 2: ~210 positions, 4 chunks at least
+      IndexKCase c = hot_rows_case(rng, dt, n, w);
+      const std::vector<unsigned char> before(c.self.base(),
+                                              c.self.base() + c.self.storage_bytes());
+      std::vector<double> want(8 * w), mag(8 * w);
+      for (int64_t e = 0; e < 8 * w; ++e) {
+        want[e] = get_float(c.self.view, e);
+        mag[e] = std::fabs(want[e]);
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        int64_t r = read_index(c.idx[0].view, i);
+        if (r < 0) r += 8;
+        for (int64_t k = 0; k < w; ++k) {
+          const double x = get_float(c.dense.view, i * w + k);
+          want[r * w + k] += x;
+          mag[r * w + k] += std::fabs(x);
+        }
+      }
+      IndexKPlan plan;
+      ErrorDetail err;
+      ASSERT_EQ(stridewise::plan_index_k(c.args, &plan, &err), Status::kOk) << err.message;
+      ASSERT_TRUE(ik::sorted_path(c.args, plan) || dt == DType::kFloat32);
+      std::vector<std::vector<unsigned char>> results;
+      int vectorized = 0, payloads = 0;
+      for (unsigned cap : {1u, 3u, 7u}) {
+        for (bool wide : {false, true}) {
+          std::memcpy(c.self.base(), before.data(), before.size());
+          IndexKPlan p = plan;
+          if (wide) p.loop.fits_int32 = p.seq.fits_int32 = false;  // 64-bit offsets and keys
+          std::vector<std::string> ran;
+          const bool bad =
+              wide ? emulate_sorted<int64_t, 64>(c.args, p, &vectorized, cap, &ran, &payloads)
+                   : emulate_sorted<uint32_t, 6>(c.args, p, &vectorized, cap, &ran, &payloads);
+          EXPECT_FALSE(bad);
+          EXPECT_EQ(ran, (std::vector<std::string>{"keys", wide ? "sort" : "sort32", "seg_acc",
+                                                   "seg_fix"}));
+          results.emplace_back(c.self.base(), c.self.base() + c.self.storage_bytes());
+        }
+      }
+      for (size_t k = 1; k < results.size(); ++k)
+        EXPECT_EQ(results[k], results[0]) << "schedule " << k << " differs, seed " << seed;
+      EXPECT_EQ(vectorized, w == 32 ? 6 : 0);  // rows of 32 contiguous elements: 16-byte units
+      EXPECT_EQ(payloads, w == 1 ? 6 : 0);
+      const double half_ulp = dt == DType::kFloat32 ? 0 : dt == DType::kFloat16 ? 0x1p-11 : 0x1p-8;
+      for (int64_t e = 0; e < 8 * w; ++e) {
+        const double got = get_float(c.self.view, e);
+        const double tol = std::fabs(want[e]) * half_ulp + mag[e] * n * 0x1p-24;
+        EXPECT_LE(std::fabs(got - want[e]), tol)
+            << "element " << e << " " << c.describe() << " seed " << seed;
+      }
+      if (HasFailure()) return;
+    }
+  }
+}
+
+// Which adds sort (sorted_path): the narrow types always; float32 over rows once the sort pays
+// (seg_pays: 2^20 elements and 32-element rows, scatter's rule), else atomics; an integer add
+// never in fast mode (exact in any order).
+TEST(IndexKEmulated, FloatAddsOverLongRowsSort) {
+  Rng rng(test_seed());
+  struct Want {
+    DType dt;
+    int64_t n, w;
+    bool sorted;
+  };
+  for (const Want& k :
+       {Want{DType::kFloat32, 32768, 32, true}, Want{DType::kFloat32, 32767, 32, false},
+        Want{DType::kFloat32, 65536, 16, false}, Want{DType::kFloat16, 100, 32, true},
+        Want{DType::kBFloat16, 100, 16, true}, Want{DType::kInt32, 32768, 32, false}}) {
+    IndexKCase c = hot_rows_case(rng, k.dt == DType::kInt32 ? DType::kFloat32 : k.dt, k.n, k.w);
+    c.args.self.dtype = c.args.src.dtype = c.args.target.dtype = k.dt;  // the plan reads no data
+    IndexKPlan plan;
+    ErrorDetail err;
+    ASSERT_EQ(stridewise::plan_index_k(c.args, &plan, &err), Status::kOk) << err.message;
+    EXPECT_EQ(ik::sorted_path(c.args, plan), k.sorted) << c.describe();
   }
 }
 

@@ -1,7 +1,14 @@
-// The CUDA scatter's segment path, step 3 (after sort_keys and the radix sort of
-// scatter_cuda_sorted.h): the sorted (key, position) pairs are cut into chunks of `chunk`
-// consecutive sorted positions, whatever the keys, so every work item does the same amount of
-// work however the keys repeat (a key shared by every position is as fast as distinct keys).
+// The sorted path's back half, one for every family (scatter's segment path, index_k's sorted
+// path): after a family's keys kernel and the radix sort (common/radix_sort.cuh), the sorted
+// (key, value) pairs are cut into chunks of `chunk` consecutive sorted positions, whatever the
+// keys, so every work item does the same amount of work however the keys repeat (a key shared
+// by every position is as fast as distinct keys). A key addresses out at
+// `line's out offset + key * out_dim_stride`; a value, the source at
+// `line's src offset + value * src_dim_stride` (scatter: index value and position along dim;
+// index_k: the terms' element offset and the position's src offset, both strides 1). With one
+// line and `src_sorted`, a value is the source element itself (its bytes in the low end of the
+// value's slot: index_k's payload keys), so the walk reads the sorted values in order instead
+// of gathering the source at random.
 // A work item is (chunk c, tile of lines; SegArgs::tile_major orders them): each thread owns V
 // consecutive lines (V > 1 only when lines are contiguous in out and src and 16-byte loads are
 // aligned) and walks the chunk in sorted order. Within a chunk a run of equal keys is a whole
@@ -9,30 +16,41 @@
 //  - a whole segment is finished in place: out[line, key] = self (+) fold(run), one write;
 //  - a piece leaves its fold in the carry workspace: slot 0 (the chunk's head run, which
 //    continues from chunk c-1) or slot 1 (its tail run, which continues into c+1);
-//  - copy (scatter_, deterministic: the last writer in index order wins) writes src at the
-//    segment's last position from the chunk that holds it; no carry.
+//  - copy (deterministic: the last writer in index order wins) writes src at the segment's
+//    last position from the chunk that holds it; no carry.
 // seg_fix then finishes each segment that crosses chunks, from the chunk where it starts:
 // tail(c) (+) head(c+1) (+) ... in chunk order.
 //
 // The order of combination is fixed by the keys alone: a segment's first piece starts from
 // self (include_self) or the identity and folds its positions in sorted (= index: the sort is
-// stable) order, as the line walk does; a later piece folds from its own first position; the
-// pieces combine in chunk order. So results are bitwise repeatable, and bitwise the line
-// walk's for every segment within one chunk and wherever the arithmetic is exact (integers,
-// max/min, copy); floating add and multiply of a segment that crosses a chunk boundary round
-// as ((self + x0 + .. + xa) + (xa+1 + .. + xb)) + ...
+// stable) order, as a serial walk does; a later piece folds from its own first position; the
+// pieces combine in chunk order. So results are bitwise repeatable, and bitwise a serial walk's
+// for every segment within one chunk and wherever the arithmetic is exact (integers, max/min,
+// copy); floating add and multiply of a segment that crosses a chunk boundary round as
+// ((self + x0 + .. + xa) + (xa+1 + .. + xb)) + ...: every piece in the accumulation type, one
+// rounding to the storage type at the end.
 //
-// Host and device compilable (the host emulation test runs these bodies); no __global__ code.
+// Host and device compilable (the host emulation tests run these bodies); no __global__ code.
+// The launch sequence is common/segments_launch.h.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 
-#include "scatter/scatter_cuda_impl.h"
-#include "stridewise/scatter.h"
+#include "common/elem_arith.h"     // Conv, Ops, combine, finish_acc
+#include "common/kernel_common.h"  // kThreads, Abort, Value, SW_LDG
+#include "common/operands.h"
+#include "stridewise/offset_calc.h"
 
 namespace stridewise {
-namespace cuda_scatter {
+namespace cuda_seg {
+
+using namespace elem;         // NOLINT: the storage tags and conversions
+using namespace arith;        // NOLINT: Conv, Ops, combine, finish_acc
+using namespace cuda_common;  // NOLINT: the shared launch constants, Abort, Value, Operands
+
+// The lines' calculator's operands: (out, unused, src), scatter's ScatterPlan::lines order.
+enum SegOperand : int { kSegOut = 0, kSegSrc = 2 };
 
 // Sorted positions per chunk: bounds the serial walk of one work item (and, with the lines
 // per item, the work per item); the carry workspace is 2 * lines per chunk.
@@ -46,7 +64,7 @@ struct SegArgs : Operands {  // index unused: the sorted keys stand for it
   int64_t n;                       // sorted positions (line_len)
   int64_t chunk;                   // positions per chunk
   int64_t chunks;                  // ceil(n / chunk)
-  OffsetCalculator<3, I, D> calc;  // ScatterPlan::lines: (out, index, src)
+  OffsetCalculator<3, I, D> calc;  // the lines: (out, -, src) offsets (kSegOut, kSegSrc)
   int64_t lines;
   int64_t tile_threads;  // threads per work item (a power of two dividing kThreads)
   int64_t tiles;         // work items per chunk: ceil(ceil(lines / V) / tile_threads)
@@ -59,8 +77,9 @@ struct SegArgs : Operands {  // index unused: the sorted keys stand for it
   bool tile_major;
   I out_dim_stride;
   I src_dim_stride;
-  int64_t size;  // valid keys are [0, size)
-  void* carry;   // AccOf<T>[chunks][2][lines]; null for copy
+  bool src_sorted;  // vals hold the source elements (one line; accumulating jobs)
+  int64_t size;     // valid keys are [0, size)
+  void* carry;      // AccOf<T>[chunks][2][lines]; null for copy
   Abort abort;
 };
 
@@ -138,7 +157,7 @@ struct LineBase {
 template <typename I, int D>
 SW_HOST_DEVICE SW_INLINE LineBase<I> seg_line(const SegArgs<I, D>& a, int64_t l0) {
   const Offsets<3, I> o = a.calc.get(I(l0));
-  return LineBase<I>{o.v[kScatterOut], o.v[kScatterSrc]};
+  return LineBase<I>{o.v[kSegOut], o.v[kSegSrc]};
 }
 
 // acc holds the first value of a run; when that run starts its segment, it becomes
@@ -182,9 +201,16 @@ SW_HOST_DEVICE SW_INLINE void seg_load(const SegArgs<I, D>& a, const LineBase<I>
     for (int k = 0; k < V; ++k) x[k] = v;
     return;
   }
-  const I row = I(seg_val(a.vals, j, a.wide)) * a.src_dim_stride;
   T t[V];
-  load_vec<T, V>(static_cast<const T*>(a.src) + (lb.src + row), t);
+  if (a.src_sorted) {
+    // One line (V == 1); the element in the low bytes of its 8- or 4-byte slot (the host
+    // sets src_sorted only where it fits: SegJob).
+    const I slot = I((a.wide ? 8 : 4) / sizeof(T));
+    load_vec<T, V>(static_cast<const T*>(a.vals) + I(j) * slot, t);
+  } else {
+    const I row = I(seg_val(a.vals, j, a.wide)) * a.src_dim_stride;
+    load_vec<T, V>(static_cast<const T*>(a.src) + (lb.src + row), t);
+  }
   const SrcScale<T> scale = src_scale<T>(a);
   for (int k = 0; k < V; ++k) x[k] = scale(Conv<T>::load(t[k]));
 }
@@ -319,46 +345,5 @@ SW_HOST_DEVICE SW_INLINE void seg_put_thread(const SegArgs<I, D>& a, int units, 
   });
 }
 
-// Copy in fast mode, without the sort: ATen leaves which duplicate wins unspecified, and so
-// do we (deterministic mode takes seg_put). Only for lines that are one aligned run in out
-// and src (V > 1, seg_vec), so U is the element type. Work item (position j, tile of
-// lines), tiles of tile_threads * kRowsUnroll vectors; `chunk`, `chunks`, keys, vals and
-// carry are unused. put_elems ran the copy of 32768 rows at 1.3-1.9 TB/s, half ATen's speed
-// (H200, 2026-12-01): one element and a full offset calculation per thread.
-constexpr int kRowsUnroll = 2;
-
-template <typename U, int V, typename I, int D>
-SW_HOST_DEVICE SW_INLINE void rows_put_thread(const SegArgs<I, D>& a, int64_t index_dim_stride,
-                                              int64_t block, int64_t thread, int64_t grid) {
-  static_assert(V > 1, "rows_put: vectors of whole elements only");
-  const int64_t per_block = kThreads / a.tile_threads;
-  const int64_t items = a.n * a.tiles;
-  for (int64_t w0 = block * per_block; w0 < items; w0 += grid * per_block) {
-    const int64_t w = w0 + thread / a.tile_threads;
-    if (w >= items) continue;
-    const int64_t j = w / a.tiles;
-    const int64_t g0 = (w % a.tiles) * a.tile_threads * kRowsUnroll + thread % a.tile_threads;
-    const int64_t k = load_index(a.index, j * index_dim_stride, a.idx64);  // broadcast
-    if (k < 0 || k >= a.size) continue;  // never an address (validation recorded it)
-    U x[kRowsUnroll][V] = {};
-    for (int u = 0; u < kRowsUnroll; ++u) {
-      const int64_t l = (g0 + u * a.tile_threads) * V;
-      if (l >= a.lines) break;
-      if (a.has_value) {
-        for (int q = 0; q < V; ++q) x[u][q] = value_as<U>(a.value);
-      } else {
-        const I from = seg_line(a, l).src + I(j) * a.src_dim_stride;
-        load_vec<U, V>(static_cast<const U*>(a.src) + from, x[u]);
-      }
-    }
-    for (int u = 0; u < kRowsUnroll; ++u) {
-      const int64_t l = (g0 + u * a.tile_threads) * V;
-      if (l >= a.lines) break;
-      store_vec<U, V>(static_cast<U*>(a.out) + (seg_line(a, l).out + I(k) * a.out_dim_stride),
-                      x[u]);
-    }
-  }
-}
-
-}  // namespace cuda_scatter
+}  // namespace cuda_seg
 }  // namespace stridewise
