@@ -54,18 +54,22 @@
 // as given (unwrapped), lo = desc.lowest_index(size), hi = size.
 // Determinism: the CPU writes in the iteration's row-major order on one thread, so the last
 // writer in index order wins and sums add in index order. CUDA with `deterministic` set and a
-// write that could meet duplicates sorts the targets (stable) and has one thread per target
-// element walk its writers in index order: the same result on every run (sums in the
-// accumulation type, rounded once). An order-free write (one value copied to every position:
+// write that could meet duplicates sorts the targets (stable) and walks each element's writers
+// in index order, in pieces of at most 64 sorted positions combined in a fixed order (the
+// sorted path's back half, core/src/common/segments.h): the same result on every run (sums in
+// the accumulation type, rounded once). An order-free write (one value copied to every position:
 // combine copy with has_value, or with a src whose every stride is 0 (one element); index_fill's
 // and x[i] = scalar's) stores the same bytes
 // whichever writer lands last, so it needs no order: the CPU writes it in parallel and CUDA
 // never sorts it, deterministic or not.
 // Accumulation: CPU adds in the storage type in index order, as ATen's CPU kernel does. CUDA
-// adds float32/64, complex and int32/64 with atomics on self; float16/bfloat16 (in float32)
-// and the narrow integers (in int32) go through the sorted path, so each element is rounded
-// once, as ATen's CUDA kernel does.
-// Mean, on both devices the same arithmetic and order, so CPU and CUDA agree bitwise: the seq
+// adds float32/64, complex and int32/64 with atomics on self, except over rows long enough to
+// pay for a sort (2^20 elements in all, rows of 32: the sorted path, as scatter's segment
+// path); float16/bfloat16 (in float32) and the narrow integers (in int32) always go through the
+// sorted path, so each element is rounded once (ATen's CUDA kernel rounds at every add).
+// Mean, on both devices the same arithmetic and order, so CPU and CUDA agree bitwise wherever
+// an element's writers lie within one piece of the CUDA walk (64 sorted positions; else the
+// pieces' sums are added in piece order, within the float64 rule of the CPU's result): the seq
 // positions sorted by their terms, stably (CPU: std::stable_sort; CUDA: CUB's radix sort, the
 // sorted path, taken by every mean), each element's writers walked in index order, summed in
 // the accumulation type (arith::AccOf: float32 for float16/bfloat16) from +0, divided
@@ -168,8 +172,9 @@ bool index_k_supports(DType t, Combine c);
 Status index_k_cpu(const IndexKArgs& args, const IndexKPlan& plan, const CpuExecutor& exec,
                    ErrorDetail* err);
 
-// CUDA: device workspace in bytes (0 when none): the sorted path's keys, positions and CUB's
-// temporary storage. Same rules as scatter_cuda_workspace_bytes.
+// CUDA: device workspace in bytes (0 when none): the sorted path's keys, values and CUB's
+// temporary storage, and an accumulating sorted path's carry (2 x row elements per 64 sorted
+// positions, in the accumulation type). Same rules as scatter_cuda_workspace_bytes.
 size_t index_k_cuda_workspace_bytes(const IndexKArgs& args, const IndexKPlan& plan);
 
 // `stream` is a cudaStream_t. Asynchronous. kNotCompiled in builds without CUDA.

@@ -282,7 +282,25 @@ SW_HOST_DEVICE SW_INLINE int64_t seg_lower(const void* keys, bool wide, int64_t 
   return b;
 }
 
-// Segments that cross chunks, finished from the chunk where they start (after seg_acc).
+// First position in [b, n) whose key is > k (keys sorted, key(b - 1) == k): a galloping search,
+// so a segment that ends near b costs a few loads and one that runs on for thousands of
+// positions costs about 2 log2 of its length, never a load per chunk it spans.
+SW_HOST_DEVICE SW_INLINE int64_t seg_end(const void* keys, bool wide, int64_t b, int64_t n,
+                                         uint64_t k) {
+  int64_t lo = b, step = 1;  // every position below lo has key k
+  while (lo < n && seg_key(keys, lo, wide) == k) {
+    const int64_t hi = lo + step < n ? lo + step : n;
+    if (hi == n || seg_key(keys, hi, wide) != k) return seg_lower(keys, wide, lo + 1, hi, k + 1);
+    lo = hi + 1;
+    step *= 2;
+  }
+  return lo;
+}
+
+// Segments that cross chunks, finished from the chunk where they start (after seg_acc): the
+// start chunk's tail piece, then the head piece of every later chunk the segment reaches, in
+// chunk order. The segment's end is found first (seg_end), so the pieces' loads do not wait on
+// one another's keys (a single hot key spans hundreds of chunks).
 template <typename T, int V, typename I, int D>
 SW_HOST_DEVICE SW_INLINE void seg_fix_thread(const SegArgs<I, D>& a, int64_t block, int64_t thread,
                                              int64_t grid) {
@@ -293,21 +311,14 @@ SW_HOST_DEVICE SW_INLINE void seg_fix_thread(const SegArgs<I, D>& a, int64_t blo
     // A chunk of one run that continues from c-1 is a middle piece, not the start.
     if (it.cont_in && seg_key(a.keys, it.b, a.wide) == k) return;
     const int64_t start = seg_lower(a.keys, a.wide, it.b, it.e, k);
+    const int64_t end = seg_end(a.keys, a.wide, it.e, a.n, k);  // > it.e: cont_out
+    const int64_t last = (end - 1) / a.chunk;                   // the chunk of its last position
     A acc[V];
     const A* t = carry_at<A, V>(a.carry, a.lines, it.c, 1, it.l0);
     for (int q = 0; q < V; ++q) acc[q] = t[q];
-    int64_t end = it.e;
-    for (int64_t d = it.c + 1; d < a.chunks; ++d) {
+    for (int64_t d = it.c + 1; d <= last; ++d) {  // each later chunk's piece is its head (slot 0)
       const A* h = carry_at<A, V>(a.carry, a.lines, d, 0, it.l0);
       for (int q = 0; q < V; ++q) acc[q] = combine<A>(a.combine, acc[q], h[q]);
-      const int64_t bd = d * a.chunk;
-      const int64_t ed = bd + a.chunk < a.n ? bd + a.chunk : a.n;
-      if (seg_key(a.keys, ed - 1, a.wide) != k) {  // the segment ends inside chunk d
-        end = seg_lower(a.keys, a.wide, bd, ed, k + 1);
-        break;
-      }
-      end = ed;
-      if (ed == a.n || seg_key(a.keys, ed, a.wide) != k) break;  // ... or at its end
     }
     const LineBase<I> lb = seg_line(a, it.l0);
     seg_finish<T, V>(a, lb, k, end - start, acc);

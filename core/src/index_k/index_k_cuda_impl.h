@@ -10,8 +10,9 @@
 //    the shared OffsetCalculator (logical order, merged dims only).
 // Copies move units of U bytes (an element, or a vector of them: IndexKPlan::vec); adds of
 // float32/64, complex and int32/64 run per element with atomics on self. Adds of the narrow
-// types (float16, bfloat16: float32 accumulation, rounded once; int8/16, uint8, bool), every
-// mean and the deterministic writes take the sorted path (index_k_cuda_sorted.h). Bad values
+// types (float16, bfloat16: float32 accumulation, rounded once; int8/16, uint8, bool), floating
+// adds over rows long enough to pay for a sort, every mean and the deterministic writes take the
+// sorted path (index_k_cuda_sorted.h). Bad values
 // are never addresses: reads skip and record them; writes run after a validation pass that
 // raises the call's abort word, which every write kernel checks first (the scatter family's
 // rule: a call that meets a bad value writes nothing).
