@@ -58,9 +58,13 @@ def build_and_run(build: Path, tmp: Path) -> str:
     objs = build / "core/tests/cuda/CMakeFiles/stridewise_cuda_tests.dir"
     flags = ["-DSW_HAVE_CUDA=1", f"-I{ROOT}/core/tests", f"-I{ROOT}/core/src", f"-I{ROOT}/core/include",
              "-isystem", "/usr/local/cuda/include", "-O1", "-std=c++17", "-w"]
+    # Every object that instantiates the patched bodies is compiled again: instantiations are
+    # weak symbols, and a stale copy may win the link. The k-index emulation instantiates the
+    # sorted path's back half (common/segments.h) since issue 36: left out, its unpatched
+    # seg_acc / seg_fix bodies won, and four faults went unseen.
     mine = {"test_scatter_emulated.cpp": tmp / "emu.o", "test_scatter_emulated_paths.cpp": tmp / "paths.o",
-            "scatter_test_util.cpp": tmp / "util.o"}
-    with ThreadPoolExecutor(3) as ex:
+            "scatter_test_util.cpp": tmp / "util.o", "test_index_k_emulated.cpp": tmp / "ik.o"}
+    with ThreadPoolExecutor(len(mine)) as ex:
         for f in ex.map(lambda kv: subprocess.run(["c++", *flags, "-c", str(ROOT / "core/tests/cuda" / kv[0]),
                                                    "-o", str(kv[1])], capture_output=True, text=True),
                         mine.items()):

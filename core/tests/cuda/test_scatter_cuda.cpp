@@ -2,7 +2,7 @@
 // tolerance, integers, bool and copy exactly; a racy copy may keep any of the values written
 // to a position), deterministic mode bitwise equal across runs, and bad index values
 // (nothing written, the record filled, the next call unaffected). The segment path
-// (scatter_cuda_sorted.h, scatter_cuda_segments.h): repeatable bitwise, equal to the lines
+// (scatter_cuda_sorted.h, common/segments.h): repeatable bitwise, equal to the lines
 // kernel where the arithmetic is exact and close to it where it rounds, with arbitrary values
 // and heavy duplicates, and a bad index writes nothing. Skips without a device.
 #include <algorithm>
@@ -227,7 +227,7 @@ TEST_F(ScatterCuda, BadIndexWritesNothingAndRecords) {
 // lines, many chunks per target), a 1-D scatter (one line), lines in 16-byte vectors, dim
 // inner. Two runs are bitwise equal; integers, max/min and copy equal the lines kernel
 // bitwise; floating add/multiply/mean are within a rounding bound of it (a segment that
-// crosses a chunk of 64 sorted positions is folded piecewise: scatter_cuda_segments.h).
+// crosses a chunk of 64 sorted positions is folded piecewise: common/segments.h).
 // And against scatter_cpu.
 TEST_F(ScatterCuda, SegmentsRepeatAndMatchLines) {
   swt::Rng rng(seed_);

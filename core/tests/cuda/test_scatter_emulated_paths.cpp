@@ -1,4 +1,4 @@
-// The CUDA scatter's segment path (scatter_cuda_sorted.h, scatter_cuda_segments.h; the host
+// The CUDA scatter's segment path (scatter_cuda_sorted.h, common/segments.h; the host
 // runner's sort is std::stable_sort) and tile path (scatter_cuda_tile.h; the runner runs each
 // phase for every thread of a block before the next) on the host, as in
 // test_scatter_emulated.cpp: shared-index layouts and per-element indices against the
@@ -82,7 +82,7 @@ TEST(ScatterEmulated, SortedPathSharedIndex) {
 }
 
 // Arbitrary values (floating results depend on the order). The segment path's order is fixed
-// by the keys alone (scatter_cuda_segments.h), so: two runs on different grids (the second
+// by the keys alone (common/segments.h), so: two runs on different grids (the second
 // with blocks and threads in reverse order) are bitwise
 // equal; where the arithmetic is exact (integers, max/min, copy) the result is the lines
 // kernel's bits; floating add/multiply/mean are within a rounding bound of it (bitwise too
