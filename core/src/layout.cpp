@@ -145,6 +145,20 @@ LoopPlan<N> block_loop(const LoopPlan<N>& p, const int64_t* want_bytes, const in
 }
 
 template <int N>
+LoopPlan<N> band_loop(const LoopPlan<N>& p, int64_t band) {
+  if (p.rank < 2 || p.rank >= kMaxRank) return p;
+  const int64_t b = pow2_divisor(p.sizes[0], band);
+  if (b < 2 || b >= p.sizes[0]) return p;
+  LoopPlan<N> q = p;
+  q.sizes[0] = b;
+  q.sizes[p.rank] = p.sizes[0] / b;
+  q.perm[p.rank] = p.perm[0];
+  for (int k = 0; k < N; ++k) q.strides[k][p.rank] = p.strides[k][0] * b;
+  q.rank = p.rank + 1;
+  return q;
+}
+
+template <int N>
 int64_t plan_offset(const LoopPlan<N>& p, int k, int64_t linear) {
   int64_t off = 0;
   for (int d = 0; d < p.rank; ++d) {
@@ -163,10 +177,11 @@ int64_t logical_offset(int rank, const int64_t* shape, const int64_t* strides, i
   return off;
 }
 
-#define SW_INSTANTIATE_PLAN(N)                                                                   \
-  template LoopPlan<N> plan_loop<N>(int, const int64_t*, const int64_t* const*, const int64_t*); \
-  template int64_t plan_offset<N>(const LoopPlan<N>&, int, int64_t);                             \
-  template LoopPlan<N> block_loop<N>(const LoopPlan<N>&, const int64_t*, const int64_t*, int64_t);
+#define SW_INSTANTIATE_PLAN(N)                                                                     \
+  template LoopPlan<N> plan_loop<N>(int, const int64_t*, const int64_t* const*, const int64_t*);   \
+  template int64_t plan_offset<N>(const LoopPlan<N>&, int, int64_t);                               \
+  template LoopPlan<N> block_loop<N>(const LoopPlan<N>&, const int64_t*, const int64_t*, int64_t); \
+  template LoopPlan<N> band_loop<N>(const LoopPlan<N>&, int64_t);
 SW_INSTANTIATE_PLAN(1)
 SW_INSTANTIATE_PLAN(2)
 SW_INSTANTIATE_PLAN(3)

@@ -96,6 +96,56 @@ TEST(IndexKCpu, BadValueIsReportedAndWritesNothing) {
   EXPECT_GE(seen, 50);
 }
 
+// A read through one index tensor is the gather index_k_as_gather names (the CUDA read runs
+// it): gather_cpu over those views gives the reference bytes, negative values wrapped, and a
+// bad value (one past either end) is reported as index reports it: its value, self's dim, the
+// range ([-n, n) where the descriptor wraps). Every other call is not handed over.
+TEST(IndexKCpu, OneIndexReadIsTheGatherItNames) {
+  const uint64_t seed = test_seed();
+  Rng rng(seed);
+  const DType dts[] = {DType::kFloat32, DType::kInt8, DType::kFloat16, DType::kComplex128};
+  int handed = 0, bad_seen = 0, negative = 0;
+  for (int trial = 0; trial < 1500 && handed < 200; ++trial) {
+    const IndexMode mode = trial % 5 == 4 ? IndexMode::kUnravel : IndexMode::kSum;
+    const IndexRole role = trial % 7 == 3 ? IndexRole::kWrite : IndexRole::kRead;
+    IndexKCase c = make_index_k_case(rng, dts[trial % 4], mode, role, Combine::kCopy);
+    stridewise::GatherArgs g;
+    const bool one = role == IndexRole::kRead && mode == IndexMode::kSum && c.args.k == 1;
+    ASSERT_EQ(stridewise::index_k_as_gather(c.args, &g), one) << c.describe();
+    if (!one) continue;
+    ++handed;
+    SCOPED_TRACE("seed " + std::to_string(seed) + " trial " + std::to_string(trial) + " " +
+                 c.describe());
+    ASSERT_EQ(g.wraps, c.args.desc.wraps);
+    ASSERT_EQ(g.report_dim, c.args.term_dim[0]);
+    const bool plant = numel(c.shape) > 0 && trial % 3 == 0;
+    int64_t bad_val = 0;
+    if (plant) bad_val = plant_bad_index(rng, c, 0, trial % 2 == 0);
+    for (int64_t i = 0; i < c.idx[0].view.numel(); ++i)
+      negative += read_index(c.idx[0].view, offset_of(c.idx[0].view, i)) < 0;
+    ErrorDetail err;
+    ChunkyExec ex(seed + trial, 5, 2);
+    const Status st = stridewise::gather_cpu(g, ex.exec(), &err);
+    if (plant) {
+      ASSERT_EQ(st, Status::kIndexOutOfRange);
+      EXPECT_EQ(err.op, c.args.desc.op);
+      EXPECT_EQ(err.value, bad_val);
+      EXPECT_EQ(err.dim, c.args.term_dim[0]);
+      EXPECT_EQ(err.lo, c.args.desc.lowest_index(c.args.term_size[0]));
+      EXPECT_EQ(err.hi, c.args.term_size[0]);
+      ++bad_seen;
+      continue;
+    }
+    ASSERT_EQ(st, Status::kOk) << err.message;
+    const std::vector<unsigned char> want = index_k_reference(c);
+    EXPECT_EQ(diff_bytes(c.dense.base(), want.data(), want.size()), "");
+    if (HasFailure()) return;
+  }
+  EXPECT_GE(handed, 100);
+  EXPECT_GE(bad_seen, 20);
+  EXPECT_GT(negative, 50);  // wrapping was exercised (values drawn negative where it wraps)
+}
+
 // index_fill's writes: one value, so an expanded self (positions sharing memory) is planned, the
 // plan says order-free, and chunks written in parallel in any order give the reference bytes.
 // A write of values (not one value) into the same expanded self stays refused.

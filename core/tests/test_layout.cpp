@@ -183,6 +183,50 @@ TEST(Layout, BlockLoopKeepsEveryPosition) {
   EXPECT_GT(blocked, 60);  // the property was exercised on reordered plans, not just copies
 }
 
+// band_loop (then block_loop, as the gather's elems walk does) keeps every position's
+// offsets, and finishes one band of dim 0 before the next starts. Every position of random
+// plans.
+TEST(Layout, BandLoopKeepsEveryPositionAndFinishesBandsInOrder) {
+  Rng rng(test_seed() + 12);
+  SCOPED_TRACE("seed " + std::to_string(test_seed()));
+  int banded = 0;
+  for (int rank : {1, 2, 3, 4, 6, 12, 63, 64}) {
+    for (int rep = 0; rep < 1000; ++rep) {
+      const std::vector<int64_t> shape = random_shape(rng, rank, 3000);
+      std::vector<std::vector<int64_t>> st;
+      for (int k = 0; k < 3; ++k) st.push_back(any_strides(rng, shape, k == 0 && coin(rng, 0.7)));
+      const LoopPlan<3> p = plan<3>(shape, st);
+      const LoopPlan<4> w = stridewise::with_positions(p);
+      const LoopPlan<4> b = stridewise::band_loop<4>(w, rand_int(rng, 1, 16));
+      SCOPED_TRACE("shape " + shape_str(shape));
+      ASSERT_EQ(b.numel, p.numel);
+      ASSERT_LE(b.rank, kMaxRank);
+      const bool did = b.rank != w.rank;
+      banded += did;
+      if (did) {  // positions [0, band * rest) are dim 0's first band, and so on
+        const int64_t band = b.sizes[0], per_band = b.numel / b.sizes[b.rank - 1];
+        for (int64_t i = 0; i < b.numel; ++i)
+          ASSERT_EQ(plan_offset(b, 3, i) % p.sizes[0] / band, i / per_band) << i;
+      }
+      const int64_t want[4] = {rand_int(rng, 1, 16), rand_int(rng, 1, 8), rand_int(rng, 1, 8), 0};
+      const int64_t bytes[4] = {1, 1, 1, 1};
+      for (const LoopPlan<4>& q : {b, stridewise::block_loop<4>(b, want, bytes, 64)}) {
+        std::vector<char> seen(static_cast<size_t>(p.numel), 0);
+        for (int64_t i = 0; i < q.numel; ++i) {
+          const int64_t pos = plan_offset(q, 3, i);
+          ASSERT_GE(pos, 0);
+          ASSERT_LT(pos, p.numel);
+          ASSERT_FALSE(seen[static_cast<size_t>(pos)]) << "plan position " << pos << " twice";
+          seen[static_cast<size_t>(pos)] = 1;
+          for (int k = 0; k < 3; ++k)
+            ASSERT_EQ(plan_offset(q, k, i), plan_offset(p, k, pos)) << "operand " << k;
+        }
+      }
+    }
+  }
+  EXPECT_GT(banded, 60);  // exercised on banded plans (about 2% of the draws), not just copies
+}
+
 // The transposed index of bench_gather.py: out (64,1024,1024) contiguous, index strides
 // (2^20, 1, 1024), self (64,4096,1024) on dim 1. The walk takes 32 out elements along D, then
 // 4 index values along K (one 32-byte sector of int64), then the rest in plan order.

@@ -7,7 +7,8 @@
 //  - self.dtype == out.dtype; index.dtype is kInt32 or kInt64.
 //  - out does not overlap self or index, and no two out positions share memory.
 //  - Any strides (including 0) on any operand; no operand is ever copied.
-// Bad index values (v < 0 or v >= self.sizes[dim]) are never used to address memory:
+// Bad index values (v < 0, or v < -n with wraps, or v >= n = self.sizes[dim]) are never used to
+// address memory:
 //  - CPU: returns kIndexOutOfRange with the first offending element in iteration order;
 //    out may be partially written (as with ATen).
 //  - CUDA: the kernel skips the element (out keeps its prior value there) and records the
@@ -29,8 +30,13 @@ struct GatherArgs {
   StridedView index;
   int64_t dim = 0;  // already wrapped into [0, rank) (0 for rank 0)
   // The op its errors and CUDA error records name: gather, or an op that is a gather over views
-  // (index_select, embedding).
+  // (index_select, embedding, index through one index tensor).
   OpCode op = OpCode::kGather;
+  // index's rules, for a read the k-index core hands over (index_k_as_gather): values in
+  // [-n, n) count from the end (IndexedOpDesc::wraps), and errors name self's dim
+  // `report_dim` (>= 0) instead of `dim`, which is a dim of the views.
+  bool wraps = false;
+  int64_t report_dim = -1;
 };
 
 // Operand order in a gather plan.
@@ -39,8 +45,9 @@ enum GatherOperand : int { kGatherOut = 0, kGatherIndex = 1, kGatherSelf = 2 };
 struct GatherPlan {
   LoopPlan<3> loop;             // over index's shape; self's stride on `dim` set to 0
   int64_t self_dim_stride = 0;  // added per unit of index value
-  int64_t self_dim_size = 0;    // valid index values are [0, self_dim_size)
-  int64_t dim = 0;
+  int64_t self_dim_size = 0;    // valid index values are [0, self_dim_size) (wraps: from -size)
+  int64_t dim = 0;              // the dim errors name (GatherArgs::report_dim when set)
+  bool wraps = false;
   // Vector width in elements (1 = scalar). >1 only when the fastest planned dim has
   // index stride 0 and unit stride for self and out, its size and every other stride of
   // self and out are multiples of vec, and out/self data are vec*elem_size aligned.

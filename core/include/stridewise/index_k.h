@@ -87,6 +87,7 @@
 #include <cstdint>
 
 #include "stridewise/cpu_exec.h"
+#include "stridewise/gather.h"
 #include "stridewise/indexed_op.h"
 #include "stridewise/layout.h"
 #include "stridewise/status.h"
@@ -166,6 +167,17 @@ Status plan_index_k(const IndexKArgs& args, IndexKPlan* plan, ErrorDetail* err);
 // Whether the core runs this dtype with this combine (copy: every sized dtype; add and mean:
 // as scatter_supports).
 bool index_k_supports(DType t, Combine c);
+
+// A read through one index tensor (index.Tensor's x[i], x[:, i], ...; k = 1, kSum) is a gather
+// over views: out[p] = self_data[self(p) + index[p] * term_stride]. Pick a dim d of the
+// iteration shape along which self's restrided view does not move (a broadcast index dim; else
+// a size-1 dim appended to every operand): gather's self is `self` with stride term_stride and
+// size term_size along d, index is index[0], dim is d; it wraps (ATen's index rule) and reports
+// term_dim. True with *g filled for such a read; false for every other call. Any d works: self's
+// stride along it is 0, so the offset gather drops there is 0. The CUDA read runs it (the gather
+// family's rows, tile and banded kernels instead of the elementwise walk: one kernel for
+// x[i] and index_select).
+bool index_k_as_gather(const IndexKArgs& args, GatherArgs* g);
 
 // As with gather, the plan-taking forms require the plan of a successful plan_index_k on these
 // very args.

@@ -11,8 +11,9 @@
 //    (scatter_reduce's include_self; always true for scatter_add and scatter(reduce=));
 //  - wraps: whether a negative index value counts from the end. ATen's index, index_put_,
 //    take, put and index_fill take values in [-n, n) and address v + n for v < 0; gather, the
-//    scatter family, index_select/add/copy/reduce and embedding take [0, n). Only the k-index
-//    core (index_k.h) wraps; the gather and scatter cores refuse a wrapping descriptor.
+//    scatter family, index_select/add/copy/reduce and embedding take [0, n). The k-index
+//    core (index_k.h) wraps, and so does the gather core for a read through one index tensor
+//    that the k-index core hands it (GatherArgs::wraps); the scatter cores never wrap.
 // The shared parts (planner and LoopPlan, OffsetCalculator, CPU executor, CUDA error
 // records, the bound check and its message) take the descriptor, not the op.
 #pragma once
@@ -20,10 +21,19 @@
 #include <cstdint>
 #include <string>
 
+#include "stridewise/offset_calc.h"  // SW_HOST_DEVICE
 #include "stridewise/status.h"
 #include "stridewise/view.h"
 
 namespace stridewise {
+
+// Every core's bound check, host and device: true with v moved into [0, n) (v + n for a
+// negative v when `wraps`); false, v untouched, when v is outside [wraps ? -n : 0, n).
+SW_HOST_DEVICE SW_INLINE bool wrap_index(int64_t& v, int64_t n, bool wraps) {
+  if (v >= n || v < (wraps ? -n : 0)) return false;
+  if (v < 0) v += n;
+  return true;
+}
 
 enum class IndexRole : uint8_t { kRead, kWrite };
 

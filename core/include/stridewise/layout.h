@@ -68,6 +68,15 @@ template <int N>
 LoopPlan<N> block_loop(const LoopPlan<N>& p, const int64_t* want_bytes, const int64_t* elem_bytes,
                        int64_t max_box);
 
+// The same tuples with dim 0 cut into bands: an inner part (the largest power of two at most
+// `band` that divides sizes[0]) stays the fastest dim, the outer part becomes the slowest. A walk
+// in this order finishes every position of one band of dim 0 before the next band starts, so an
+// operand that dim 0 moves across its memory (a gather reading rows of a transposed self) is read
+// one band of its storage at a time, and that band's sectors stay in L2 while the other dims
+// revisit them. Returns p itself when the band would be all of dim 0 or a single element.
+template <int N>
+LoopPlan<N> band_loop(const LoopPlan<N>& p, int64_t band);
+
 // Offset of planned position `linear` (row-major over the planned dims, fastest first) for
 // operand k. Reference implementation for tests and the CPU path's slow cases.
 template <int N>

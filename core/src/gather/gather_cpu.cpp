@@ -17,6 +17,7 @@
 
 #include "common/cpu_common.h"
 #include "stridewise/gather.h"
+#include "stridewise/indexed_op.h"
 
 namespace stridewise {
 namespace {
@@ -35,6 +36,7 @@ struct Job {
   const char* self = nullptr;
   int64_t self_dim_bstride = 0;
   int64_t self_dim_size = 0;
+  bool wraps = false;
   std::atomic<int64_t> first_bad{kNoError};
 };
 
@@ -48,9 +50,9 @@ int64_t gather_row(const Job& j, char* o, const char* ip, const char* s, int64_t
   const int64_t size = j.self_dim_size;
   if (si == 0) {
     // Expanded index along the row (the seed's layout): one value, one check, one run.
-    const Idx v = load<Idx>(ip);
-    if (v < 0 || v >= size) return 0;
-    const char* src = s + static_cast<int64_t>(v) * j.self_dim_bstride;
+    int64_t v = load<Idx>(ip);
+    if (!wrap_index(v, size, j.wraps)) return 0;
+    const char* src = s + v * j.self_dim_bstride;
     if (so == E && ss == E) {
       std::memcpy(o, src, static_cast<size_t>(n) * E);
     } else {
@@ -59,9 +61,9 @@ int64_t gather_row(const Job& j, char* o, const char* ip, const char* s, int64_t
     return -1;
   }
   for (int64_t i = 0; i < n; ++i, o += so, ip += si, s += ss) {
-    const Idx v = load<Idx>(ip);
-    if (v < 0 || v >= size) return i;
-    std::memcpy(o, s + static_cast<int64_t>(v) * j.self_dim_bstride, E);
+    int64_t v = load<Idx>(ip);
+    if (!wrap_index(v, size, j.wraps)) return i;
+    std::memcpy(o, s + v * j.self_dim_bstride, E);
   }
   return -1;
 }
@@ -170,6 +172,7 @@ Status gather_cpu(const GatherArgs& args, const GatherPlan& plan, const CpuExecu
   job.self = static_cast<const char*>(args.self.data);
   job.self_dim_bstride = plan.self_dim_stride * es;
   job.self_dim_size = plan.self_dim_size;
+  job.wraps = plan.wraps;
 
   const CpuExecutor& ex = exec.parallel_for ? exec : serial_cpu_executor();
   ex.parallel_for(ex.self, L.numel, kGrain, fn, &job);
@@ -186,7 +189,7 @@ Status gather_cpu(const GatherArgs& args, const GatherPlan& plan, const CpuExecu
     err->op = args.op;
     err->dim = plan.dim;
     err->value = args.index.dtype == DType::kInt32 ? load<int32_t>(p) : load<int64_t>(p);
-    err->lo = 0;
+    err->lo = plan.wraps ? -plan.self_dim_size : 0;
     err->hi = plan.self_dim_size;
     err->position = bad;
     err->message = format_index_error(*err);

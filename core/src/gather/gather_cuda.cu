@@ -34,7 +34,7 @@ __device__ __forceinline__ void with_bad_index_report(const ErrorSite& site, Bod
   body(bad);
   if (bad.any)
     detail::report_bad_index(&block_claim, site.rec, site.op, site.dim, site.size, bad.value,
-                             bad.position);
+                             bad.position, site.wraps);
 }
 
 // No minimum blocks per SM in __launch_bounds__: capping elems and tile at 32 registers (8 x
@@ -115,7 +115,7 @@ Status gather_cuda(const GatherArgs& args, const GatherPlan& plan, void* stream,
   cuda_gather::CudaRunner runner{call.stream};
   std::string why;
   const cuda_gather::ErrorSite site{call.rec, plan.dim, plan.self_dim_size,
-                                    static_cast<int32_t>(args.op)};
+                                    static_cast<int32_t>(args.op), plan.wraps};
   st = cuda_gather::run_gather(args, plan, site, runner, &why, cuda_gather::forced_kernel());
   if (st != Status::kOk) return detail::fail(err, st, why);
   return call.close(err);

@@ -73,12 +73,13 @@ SW_HOST_DEVICE SW_INLINE void elems_thread(const ElemsArgs<IdxT, I, D>& a, I blo
     SW_UNROLL
     for (int u = 0; u < kUnroll; ++u) {  // then every self load, gated by the bound check
       if (!live[u]) continue;
-      if (v[u] >= 0 && v[u] < a.site.size) {
+      const int64_t given = v[u];
+      if (wrap_index(v[u], a.site.size, a.site.wraps)) {
         val[u] = SW_LDG(self + (o_self[u] + I(v[u]) * a.self_dim_stride));
       } else {
         live[u] = false;
         if (!bad.any)  // rare: recompute the offsets for the plan position
-          bad = BadIndex{true, v[u], int64_t(a.calc.get(base + I(u * kThreads) + thread).v[3])};
+          bad = BadIndex{true, given, int64_t(a.calc.get(base + I(u * kThreads) + thread).v[3])};
       }
     }
     SW_UNROLL
@@ -113,8 +114,8 @@ SW_HOST_DEVICE SW_INLINE void rows_thread(const RowsArgs<IdxT, I, D>& a, I block
   for (I t = (block * kThreads + thread) >> a.group_shift; t < a.num_tiles; t += num_groups) {
     const DivMod<I> rc = a.tiles_per_row.divmod(t);  // (row, chunk within the row)
     const Offsets<3, I> o = a.rows.get(rc.div);
-    const int64_t v = static_cast<int64_t>(SW_LDG(a.index + o.v[kGatherIndex]));  // broadcast
-    if (v < 0 || v >= a.site.size) {
+    int64_t v = static_cast<int64_t>(SW_LDG(a.index + o.v[kGatherIndex]));  // broadcast
+    if (!wrap_index(v, a.site.size, a.site.wraps)) {
       if (!bad.any && lane == 0 && rc.mod == 0)  // one report per bad row
         bad = BadIndex{true, v, int64_t(rc.div) * a.elems_per_row};
       continue;
@@ -204,13 +205,32 @@ Status run_rows(const GatherArgs& args, const GatherPlan& p, const RowsWork& w,
       });
 }
 
-// The elems kernel's walk: plan order with a plan-position operand, blocked for locality
-// unless `plain`.
+constexpr int64_t kSectorBytes = 32;  // DRAM and L2 move 32-byte sectors
+
+// The band of planned dim 0 the elems walk finishes before it starts the next (band_loop), or
+// 0. Where self is read across its memory along dim 0 (index stride 0 there, self's stride a
+// sector or more) while an index step moves within a sector, each element of dim 0 reads its
+// own sector, and the neighbours of that sector are needed again only when another index value
+// lands there: rows of a transposed self (index_select(x.t(), 0, i), x.t()[i]). In plan order
+// those revisits come after all of dim 0 has gone by (the whole self is in flight: a miss in
+// L2 each time); banded, the walk reads one band of self's storage at a time and they hit in
+// L2. The band is one warp's 128-byte store of out per row.
+inline int64_t elems_band(const GatherPlan& p, int esize) {
+  const LoopPlan<3>& l = p.loop;
+  if (l.rank < 2 || l.strides[kGatherIndex][0] != 0) return 0;
+  const int64_t across = l.strides[kGatherSelf][0] * esize, step = p.self_dim_stride * esize;
+  if (across < kSectorBytes || step <= 0 || step >= kSectorBytes) return 0;
+  return int64_t(kTile) * 4 / esize;
+}
+
+// The elems kernel's walk: plan order with a plan-position operand, banded (elems_band) and
+// blocked for locality unless `plain`.
 inline LoopPlan<4> elems_walk(const GatherPlan& p, int esize, int index_bytes, bool plain) {
-  const LoopPlan<4> w = with_positions(p.loop);
+  LoopPlan<4> w = with_positions(p.loop);
   if (plain) return w;
+  if (const int64_t band = elems_band(p, esize)) w = band_loop(w, band);
   // out: a warp-wide run (128 bytes, at most 32 elements); index and self: one 32-byte sector.
-  const int64_t want[4] = {int64_t(kTile) * 4, 32, 32, 0};
+  const int64_t want[4] = {int64_t(kTile) * 4, kSectorBytes, kSectorBytes, 0};
   const int64_t bytes[4] = {esize, index_bytes, esize, 1};
   return block_loop<4>(w, want, bytes, int64_t(kThreads) * kUnroll);
 }

@@ -15,6 +15,7 @@
 #include "common/launch_dispatch.h"
 #include "stridewise/cuda_errors.h"
 #include "stridewise/gather.h"
+#include "stridewise/indexed_op.h"
 #include "stridewise/offset_calc.h"
 
 namespace stridewise {
@@ -44,12 +45,14 @@ inline bool parse_kernel_choice(const char* s, KernelChoice* c) {
   return true;
 }
 
-// Where a bad index is reported. `size` is self.sizes[dim]: valid values are [0, size).
+// Where a bad index is reported. `size` is self.sizes[dim]: valid values are [0, size), or
+// [-size, size) when `wraps` (wrap_index).
 struct ErrorSite {
   CudaErrorRecord* rec;  // device view of this device's mapped record (null when emulated)
   int64_t dim;
   int64_t size;
   int32_t op = static_cast<int32_t>(OpCode::kGather);  // GatherArgs::op, as the record stores it
+  bool wraps = false;                                  // GatherArgs::wraps
 };
 
 // The operands every gather kernel takes (a base of ElemsArgs, RowsArgs and TileArgs).

@@ -89,7 +89,8 @@ Status plan_gather(const GatherArgs& args, GatherPlan* plan, ErrorDetail* err) {
   const int r = args.self.rank;
   const int64_t dim = args.dim;
   GatherPlan p;
-  p.dim = dim;
+  p.dim = args.report_dim >= 0 ? args.report_dim : dim;
+  p.wraps = args.wraps;
   // A rank-0 self holds one element: the only valid index value is 0, as in ATen.
   p.self_dim_size = r > 0 ? args.self.sizes[dim] : 1;
   p.self_dim_stride = r > 0 ? args.self.strides[dim] : 0;

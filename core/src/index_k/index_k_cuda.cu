@@ -226,6 +226,13 @@ Status index_k_cuda(const IndexKArgs& args, const IndexKPlan& plan, void* worksp
                     size_t workspace_bytes, void* stream, ErrorDetail* err) {
   if (err) *err = ErrorDetail{};
   if (plan.loop.numel == 0) return Status::kOk;
+  // A read through one index tensor runs as the gather it is (index_k.h): x[i] and
+  // index_select reach one kernel. A plan the gather refuses (none expected) keeps the walk.
+  GatherArgs g;
+  GatherPlan gp;
+  if (cuda_index_k::path_choice() != cuda_index_k::PathChoice::kPlain &&
+      index_k_as_gather(args, &g) && plan_gather(g, &gp, nullptr) == Status::kOk)
+    return gather_cuda(g, gp, stream, err);
   cuda_common::CudaCall call;
   Status st = call.open(stream, cuda_index_k::writes(args), err);
   if (st != Status::kOk) return st;

@@ -210,9 +210,10 @@ inline bool integral(DType t) {
   }
 }
 
-// Which path a write takes where several could (STRIDEWISE_INDEX_K_CUDA_PATH: auto | plain |
-// sorted): kAuto, the rules below; kPlain keeps order-free writes off the sorted fills
-// (benchmarks measure what the sort buys); kSorted sends every floating add that may meet
+// Which path a call takes where several could (STRIDEWISE_INDEX_K_CUDA_PATH: auto | plain |
+// sorted): kAuto, the rules below; kPlain keeps order-free writes off the sorted fills and
+// reads through one index tensor on the elementwise walk instead of the gather kernels
+// (benchmarks measure what each buys); kSorted sends every floating add that may meet
 // duplicates down the sorted path (tests; benchmarks of the rule's boundary).
 enum class PathChoice : int { kAuto, kPlain, kSorted };
 

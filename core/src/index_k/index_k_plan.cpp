@@ -247,6 +247,35 @@ void plan_ordered(const IndexKArgs& a, IndexKPlan* p) {
 
 }  // namespace
 
+bool index_k_as_gather(const IndexKArgs& a, GatherArgs* g) {
+  if (writes(a) || a.k != 1 || a.mode != IndexMode::kSum) return false;
+  const int r = a.out.rank;
+  int d = -1;
+  for (int e = 0; e < r && d < 0; ++e)
+    if (a.self.strides[e] == 0) d = e;
+  if (d < 0 && r >= kMaxRank) return false;
+  GatherArgs q;
+  q.out = a.out;
+  q.index = a.index[0];
+  q.self = a.self;
+  if (d < 0) {  // self moves along every dim: a size-1 dim on every operand
+    d = r;
+    for (StridedView* v : {&q.out, &q.index, &q.self}) {
+      v->sizes[d] = 1;
+      v->strides[d] = 0;
+      v->rank = r + 1;
+    }
+  }
+  q.self.sizes[d] = a.term_size[0];
+  q.self.strides[d] = a.term_stride[0];
+  q.dim = d;
+  q.op = a.desc.op;
+  q.wraps = a.desc.wraps;
+  q.report_dim = a.term_dim[0];
+  *g = q;
+  return true;
+}
+
 bool index_k_supports(DType t, Combine c) {
   return (c == Combine::kCopy || c == Combine::kAdd || c == Combine::kMean) &&
          scatter_supports(t, c);

@@ -22,7 +22,8 @@ Status emulate(const GatherArgs& args, HostRunner& r, ErrorDetail* e, const Emul
   GatherPlan plan;
   Status st = stridewise::plan_gather(args, &plan, e);
   if (st != Status::kOk || plan.loop.numel == 0) return st;
-  const cg::ErrorSite site{nullptr, plan.dim, plan.self_dim_size};
+  const cg::ErrorSite site{nullptr, plan.dim, plan.self_dim_size, static_cast<int32_t>(args.op),
+                           plan.wraps};
   std::string why;
   st = cg::run_gather(args, plan, site, r, &why, opts.choice);
   if (st != Status::kOk) return st;

@@ -73,6 +73,30 @@ TEST(GatherEmulated, BadValueSkipsExactlyItsElements) {
   }
 }
 
+// Rows of a transposed self walk in bands (elems_band): the same bytes as the reference for
+// every element size, both index types, bands that divide dim 0 or not (96 = 3 x 32; 40 and
+// 100 leave a smaller power of two), grids of 1..3 blocks (several grid-stride rounds), and a
+// bad value skips exactly its elements.
+TEST(GatherEmulated, RowsOfATransposedSelfWalkInBands) {
+  const uint64_t seed = swt::test_seed();
+  swt::Rng rng(seed);
+  int banded = 0;
+  for (int i = 0; i < 60; ++i) {
+    const DType dt = kDataTypes[i % 5];
+    const DType it = i % 2 ? DType::kInt32 : DType::kInt64;
+    const int64_t n = swt::rand_int(rng, 20, 70), m = swt::rand_int(rng, 1, 40);
+    const int64_t d = std::vector<int64_t>{96, 40, 100, 64}[size_t(i % 4)];
+    GatherCase c = make_case(rng, dt, it, 0, {n, d}, {1, n + 3}, 5, {m, d}, {1, 0}, {d, 1}, 0);
+    EmulateOpts eo;
+    eo.grid_cap = unsigned(swt::rand_int(rng, 0, 3));
+    const int64_t bad = i % 3 == 0 ? plant_bad_value(rng, c) : 0;
+    Launch l;
+    EXPECT_TRUE(emulated_matches(c, 0, 0, seed, bad, eo, &l)) << "iteration " << i;
+    banded += l.kernel == "elems" && l.walk_rank > 2;
+  }
+  EXPECT_GT(banded, 40);
+}
+
 // Which kernel, unit, calculator and offset width the shapes of bench/bench_gather.py get.
 TEST(GatherEmulated, BenchmarkShapesDispatch) {
   // Seed: (4,16,384) fp16, index (4,1,1) expanded to (4,1,384): 48 units of 16 bytes a row.
@@ -106,6 +130,19 @@ TEST(GatherEmulated, BenchmarkShapesDispatch) {
   l = dispatch_of(DType::kBFloat16, {65536, 4096}, {4096, 1}, {65536, 256}, {256, 1}, {256, 1}, 1);
   EXPECT_EQ(l.kernel, "elems");
   EXPECT_TRUE(l.u32);
+  // Rows of a transposed self (index_select(x.t(), 0, i), x.t()[i]): self (65536,1024) stored
+  // (1024,65536), index (32768) expanded along 1024, dim 0. The elems walk in bands of 128
+  // bytes of out per row (elems_band: 32 float32, 64 float16), so one band of self's storage
+  // rows is read at a time: 3 planned dims (band, rows, bands) and the index's 4-value sector
+  // blocked in (walk_rank 4). Contiguous rows and top-k keep an unbanded walk.
+  for (DType dt : {DType::kFloat32, DType::kFloat16}) {
+    l = dispatch_of(dt, {65536, 1024}, {1, 65536}, {32768, 1024}, {1, 0}, {1024, 1}, 0);
+    EXPECT_EQ(l.kernel, "elems");
+    EXPECT_EQ(l.walk_rank, 4);
+    EXPECT_TRUE(l.u32);
+  }
+  l = dispatch_of(DType::kFloat32, {65536, 4096}, {4096, 1}, {65536, 256}, {256, 1}, {256, 1}, 1);
+  EXPECT_EQ(l.walk_rank, 2);
   // Transposed index: contiguous (64,1024,1024) viewed .transpose(1,2): the tile kernel
   // (its details in test_gather_tile.cpp).
   l = dispatch_of(DType::kFloat32, {64, 4096, 1024}, {4096 * 1024, 1024, 1}, {64, 1024, 1024},
