@@ -19,7 +19,8 @@ Cases (x is self; i, j index tensors; "nc": self non-contiguous):
                     acc_hot64_w4096: 64 hot rows of 4096
   acc_ij, acc_ij_hot   x (16, 4096, 1024).index_put_((i, j), v (32768, 1024), accumulate=True): two
                     index tensors (token positions); _hot: j one of 64 values
-  rows              x (65536, 1024)[i], 32768 uniform i; rows_sorted, rows_dup: the patterns above;
+  rows              x (65536, 1024)[i], 32768 uniform i; rows_sorted, rows_dup, rows_hot (hot64):
+                    the patterns above;
                     rows_nc: x stored transposed
   cols, cols_nc     x (4096, 4096)[:, i], 2048 uniform i; _nc: x stored transposed
   ij, ij_nc         x (16, 4096, 1024)[i, j], i in [0, 16), j in [0, 4096), 32768 each: rows at
@@ -274,6 +275,7 @@ CASES = {
     "rows_sorted": (rows("sorted"), "index", False),
     "rows_dup": (rows("dup"), "index", False),
     "rows_nc": (rows(nc=True), "index", False),
+    "rows_hot": (rows("hot64"), "index", False),
     "cols": (cols(), "index", False),
     "cols_nc": (cols(nc=True), "index", False),
     "ij": (two_index(), "index", False),

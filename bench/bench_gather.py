@@ -15,6 +15,10 @@ Cases (dim 1 unless stated):
               M,V,k = 65536,4096,256 (distinct positions per row, unsorted, like topk().indices)
   clustered   self (M,V), index = top-k positions over one window [o, o+W) of each row, plus o
               (o random per row): M,V,W,k = 65536,4096,512,256 -- values cluster in W of V
+  clustered_sorted  clustered with each row's values sorted (a sorted window: torch.sort after
+              topk, or a sliding window's positions)
+  hot         self (M,V), each row's k = 256 values drawn from 8 columns every row shares (a few
+              hot positions: an attention sink, a vocabulary's frequent ids)
   rank6       self and index both permuted in every dim: index logical (16,16,16,16,8,16), self
               the same with 32 along dim 2 (the gathered dim); self stored in dim order
               (3,5,0,4,2,1), index in (4,2,5,1,3,0), out contiguous (as ATen allocates it)
@@ -63,7 +67,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fg_common as fgc  # noqa: E402
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 INT_VIEW = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-CASE_ORDER = ["seed", "expanded", "contig", "transposed", "topk", "clustered", "rank6", "scattered"]
+CASE_ORDER = ["seed", "expanded", "contig", "transposed", "topk", "clustered", "clustered_sorted", "hot",
+              "rank6", "scattered"]
 
 
 # ---- cases -------------------------------------------------------------------------------
@@ -124,6 +129,19 @@ def make_clustered(dtype, device, gen, shrink):
     return x, 1, idx, f"self ({M},{V}), idx topk of a {W}-wide window per row ({M},{k})"
 
 
+def make_clustered_sorted(dtype, device, gen, shrink):
+    x, dim, idx, desc = make_clustered(dtype, device, gen, shrink)
+    return x, dim, idx.sort(dim=1).values, desc.replace("idx topk", "idx sorted topk")
+
+
+def make_hot(dtype, device, gen, shrink):
+    M, V, k = 65536 // shrink, 4096 // min(shrink, 16), 256 // min(shrink, 16)
+    x = _randn((M, V), dtype, device, gen)
+    hot = torch.randperm(V, device=device, generator=gen)[:8]
+    idx = hot[torch.randint(0, 8, (M, k), device=device, generator=gen)]
+    return x, 1, idx, f"self ({M},{V}), idx ({M},{k}) from 8 hot columns"
+
+
 def _permuted(t_shape, order, make):
     """A tensor of logical shape t_shape whose memory runs in dim order `order` (outer first)."""
     phys = make([t_shape[d] for d in order])
@@ -152,6 +170,7 @@ def make_scattered(dtype, device, gen, shrink):
 
 MAKERS = {"seed": make_seed, "expanded": make_expanded, "contig": make_contig,
           "transposed": make_transposed, "topk": make_topk, "clustered": make_clustered,
+          "clustered_sorted": make_clustered_sorted, "hot": make_hot,
           "rank6": make_rank6, "scattered": make_scattered}
 
 

@@ -18,6 +18,9 @@ Cases (issue 21's list; T*k = 131072 rows of H = 4096 into T = 16384 for the MoE
   index_mean        the same with 'mean', include_self=False
   select_rows       index_select(self (65536, 1024), 0, 32768 uniform indices, out=)
   select_rows_topk  the same with 32768 indices clustered as top-k results (sorted runs)
+  select_rows_nc    select_rows from a transposed self (stored (1024, 65536)): each row read is a
+                    column of the storage (issue 37: 5% of a copy's bandwidth in ATen and ours)
+  select_rows_hot   select_rows with every index one of 64 hot rows
   select_cols       index_select(self (4096, 4096), 1, 2048 uniform indices, out=)
   select_cols_nc    the same from a transposed self
   copy_rows         out (65536, 1024).index_copy_(0, 32768 distinct rows, src)
@@ -88,7 +91,8 @@ def select(dim, pattern="uniform", transposed=False):
     def make(dtype, device, gen, shrink):
         if dim == 0:
             N, D, M = 65536 // shrink, 1024 // min(shrink, 8), 32768 // shrink
-            self_ = _randn((N, D), dtype, device, gen)
+            self_ = _randn((D, N), dtype, device, gen).t() if transposed else \
+                _randn((N, D), dtype, device, gen)
         else:
             N, D, M = 4096 // shrink, 4096 // shrink, 2048 // shrink
             self_ = _randn((D, N), dtype, device, gen).t() if transposed else \
@@ -97,13 +101,17 @@ def select(dim, pattern="uniform", transposed=False):
         if pattern == "topk":  # runs of neighbouring rows, as top-k results sorted by position
             idx = (torch.randint(0, n_dim, (M // 8, 1), device=device, generator=gen)
                    + torch.arange(8, device=device)).clamp_max(n_dim - 1).view(-1)
+        elif pattern == "hot":
+            hot = torch.randperm(n_dim, device=device, generator=gen)[:64]
+            idx = hot[torch.randint(0, 64, (M,), device=device, generator=gen)]
         else:
             idx = torch.randint(0, n_dim, (M,), device=device, generator=gen)
         shape = list(self_.shape)
         shape[dim] = M
         out = torch.empty(shape, dtype=dtype, device=device)
         fn = lambda o, i, s: torch.index_select(s, dim, i, out=o)  # noqa: E731
-        return out, idx, self_, fn, f"({tuple(self_.shape)}) dim {dim} <- {M} {pattern}", 0
+        layout = " transposed" if transposed else ""
+        return out, idx, self_, fn, f"({tuple(self_.shape)}){layout} dim {dim} <- {M} {pattern}", 0
     return make
 
 
@@ -210,6 +218,8 @@ CASES = {
     "index_mean": (moe("mean"), "index_reduce"),
     "select_rows": (select(0), "index_select"),
     "select_rows_topk": (select(0, "topk"), "index_select"),
+    "select_rows_nc": (select(0, transposed=True), "index_select"),
+    "select_rows_hot": (select(0, "hot"), "index_select"),
     "select_cols": (select(1), "index_select"),
     "select_cols_nc": (select(1, transposed=True), "index_select"),
     "copy_rows": (copy_rows, "index_copy"),

@@ -1,9 +1,15 @@
 #!/usr/bin/env python3
-"""Nsight Compute counters for ATen's and stridewise's gather kernels on the cases of
-bench_gather.py, one kernel launch each, side by side.
+"""Nsight Compute counters for ATen's and stridewise's read kernels on the cases of
+bench_gather.py (and the read cases of bench_index.py and bench_adv.py: index_select, x[i],
+x[i, j], take), one call each, side by side.
 
     PYTHONPATH=python python3 bench/ncu_gather.py --cases transposed,rank6 --dtypes float32
+    PYTHONPATH=python python3 bench/ncu_gather.py --cases index:select_rows_nc,adv:take,adv:rows
     PYTHONPATH=python python3 bench/ncu_gather.py --child transposed float32   (what ncu runs)
+
+A case named suite:case comes from bench_index.py ("index") or bench_adv.py ("adv"); a bare name
+from bench_gather.py. The child marks ATen's call and ours with NVTX ranges "aten" and "ours"
+and ncu profiles only the kernels inside them (the inputs' own kernels stay out).
 
 For every (case, dtype) the driver runs `ncu --clock-control none` over a child process that
 builds the case's first input set (the same generator and seed as the benchmark), runs ATen's
@@ -29,7 +35,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-KERNELS = "regex:(_scatter_gather_elementwise|vectorized_gather|gather_elems|gather_rows|gather_tile)"
+OURS = ("gather_elems", "gather_rows", "gather_tile", "read_kernel")  # the index_k walk: read_kernel
 
 CORE = [
     "gpu__time_duration.sum",
@@ -49,6 +55,27 @@ STALLS = [
 ]
 
 
+def _call(case, dtype, device, gen):
+    """(call, ops): the case's call on its first input set and the ops stridewise must route."""
+    import torch
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    suite, _, name = case.rpartition(":")
+    if suite == "index":
+        import bench_index as bi
+        make, op = bi.CASES[name]
+        out, idx, self_, fn, _, _ = make(dtype, device, gen, 1)
+        return (lambda: fn(out, idx, self_)), [op]
+    if suite == "adv":
+        import bench_adv as ba
+        make, op, _ = ba.CASES[name]
+        c = make(dtype, device, gen, 1)
+        return (lambda: c.fn(*c.args)), [op]
+    import bench_gather as bg
+    x, dim, idx, _ = bg.MAKERS[name](dtype, device, gen, 1)
+    return (lambda: torch.gather(x, dim, idx)), ["gather"]
+
+
 def child(case, dtype_name):
     import torch
 
@@ -59,22 +86,22 @@ def child(case, dtype_name):
     device = torch.device("cuda", torch.cuda.current_device())
     gen = torch.Generator(device=device)
     gen.manual_seed(1234)
-    x, dim, idx, _ = bg.MAKERS[case](bg.DTYPES[dtype_name], device, gen, 1)
+    call, ops = _call(case, bg.DTYPES[dtype_name], device, gen)
     torch.cuda.synchronize()
     torch.cuda.nvtx.range_push("aten")
-    torch.gather(x, dim, idx)
+    call()
     torch.cuda.nvtx.range_pop()
     torch.cuda.synchronize()
-    with sw.use(include=["gather"]):
+    with sw.use(include=ops):
         torch.cuda.nvtx.range_push("ours")
-        torch.gather(x, dim, idx)
+        call()
         torch.cuda.nvtx.range_pop()
     torch.cuda.synchronize()
 
 
 def run_ncu(ncu, case, dtype_name, metrics, env):
     cmd = [ncu, "--clock-control", "none", "--print-units", "base", "--target-processes", "all",
-           "--kernel-name", KERNELS,
+           "--nvtx", "--nvtx-include", "aten/", "--nvtx-include", "ours/",
            "--csv", "--page", "raw", "--metrics", ",".join(metrics),
            sys.executable, str(Path(__file__).resolve()), "--child", case, dtype_name]
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
@@ -97,11 +124,14 @@ def num(r, key, scale=1.0):
         return float("nan")
 
 
+def _ours(kernel_name):
+    return any(k in kernel_name for k in OURS)
+
+
 def fmt_row(case, dtype_name, variant, r):
     name = r["Kernel Name"]
-    who = "ATen" if ("scatter_gather" in name or "vectorized_gather" in name) else "ours"
-    short = next((k for k in ("_scatter_gather_elementwise", "vectorized_gather", "gather_elems",
-                              "gather_rows", "gather_tile") if k in name), name[:30])
+    who = "ours" if _ours(name) else "ATen"
+    short = name.split("<")[0].split("(")[0][-34:]
     dur_us = num(r, "gpu__time_duration.sum") / 1e3  # ns
     ld_req = num(r, "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum")
     st_req = num(r, "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum")
@@ -162,8 +192,7 @@ def main(argv=None):
                           file=sys.stderr)
                     continue
                 for r in rows:
-                    aten = "scatter_gather" in r["Kernel Name"] or "vectorized_gather" in r["Kernel Name"]
-                    if aten and vi > 0:
+                    if not _ours(r["Kernel Name"]) and vi > 0:
                         continue  # ATen once per case
                     lines.append(fmt_row(case, d, "" if variant == "auto" else variant, r))
                 print(lines[-1], flush=True)

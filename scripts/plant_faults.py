@@ -2,8 +2,9 @@
 """Plant one fault at a time and expect the tests named beside it to fail. CPU only.
 
 A list (tests/planted/*.json) holds {"about", "faults"}; each fault is
-{"name", "file", "old", "new"} plus either "tests" (a pytest selection, run against the
-adapter built in BUILD_DIR_DEV, default build-dev) or "filter" (a gtest filter of
+{"name", "file", "old", "new"} plus one of "tests" (a pytest selection, run against the
+adapter built in BUILD_DIR_DEV, default build-dev), "core_filter" (a gtest filter of
+stridewise_core_tests, built there: the CPU core) or "filter" (a gtest filter of
 stridewise_cuda_tests, built in BUILD_DIR_CUDA, default build-cuda: the host emulation).
 
     python3 scripts/plant_faults.py tests/planted/index_fill.json [name ...]
@@ -33,6 +34,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DEV = ROOT / os.environ.get("BUILD_DIR_DEV", "build-dev")
 CUDA = ROOT / os.environ.get("BUILD_DIR_CUDA", "build-cuda")
 GTEST = CUDA / "core/tests/cuda/stridewise_cuda_tests"
+CORE_GTEST = DEV / "core/tests/stridewise_core_tests"
+KINDS = ("tests", "core_filter", "filter")
 
 
 def load(path: Path) -> list[dict]:
@@ -42,8 +45,8 @@ def load(path: Path) -> list[dict]:
         if text.count(f["old"]) != 1:
             raise SystemExit(f"{path}: {f['name']!r}: its text occurs {text.count(f['old'])} "
                              f"times in {f['file']} (want 1)")
-        if ("tests" in f) == ("filter" in f):
-            raise SystemExit(f"{path}: {f['name']!r}: give either tests or filter")
+        if sum(k in f for k in KINDS) != 1:
+            raise SystemExit(f"{path}: {f['name']!r}: give one of {', '.join(KINDS)}")
     return faults
 
 
@@ -64,17 +67,20 @@ def build_emulation() -> tuple[bool, str]:
 
 
 def build(kind: str) -> tuple[bool, str]:
-    """Rebuilds what a fault of this kind ("tests": the adapter, "filter": the emulation) runs."""
+    """Rebuilds what a fault of this kind ("tests": the adapter, "core_filter": the core's tests,
+    "filter": the emulation) runs."""
     if kind == "filter" and os.environ.get("PLANT_EMULATION") == "1":
         return build_emulation()
     cmd = (["cmake", "--build", str(DEV), "-j2"] if kind == "tests" else
+           ["cmake", "--build", str(DEV), "-j2", "--target", "stridewise_core_tests"]
+           if kind == "core_filter" else
            ["cmake", "--build", str(CUDA), "-j2", "--target", "stridewise_cuda_tests"])
     r = subprocess.run(cmd, capture_output=True, text=True)
     return r.returncode == 0, (r.stdout + r.stderr)[-1500:]
 
 
 def kind_of(fault: dict) -> str:
-    return "tests" if "tests" in fault else "filter"
+    return next(k for k in KINDS if k in fault)
 
 
 def run(fault: dict) -> tuple[bool, list[str]]:
@@ -85,7 +91,8 @@ def run(fault: dict) -> tuple[bool, list[str]]:
                            timeout=1200)
         lines = [ln for ln in r.stdout.splitlines() if ln.startswith(("FAILED", "ERROR"))]
     else:
-        r = subprocess.run([str(GTEST), "--gtest_filter=" + fault["filter"]],
+        binary, key = (CORE_GTEST, "core_filter") if "core_filter" in fault else (GTEST, "filter")
+        r = subprocess.run([str(binary), "--gtest_filter=" + fault[key]],
                            capture_output=True, text=True, timeout=600)
         lines = [ln for ln in r.stdout.splitlines() if ln.startswith("[  FAILED  ]")]
     return r.returncode != 0, lines[:2] or r.stdout.splitlines()[-1:]
@@ -105,7 +112,7 @@ def main(argv: list[str]) -> int:
         path.write_text(text.replace(f["old"], f["new"], 1))
         try:  # a pytest fault in a Python file needs no build
             compiled = f["file"].endswith((".cpp", ".h", ".cu"))
-            ok, log = build(kind_of(f)) if compiled or kind_of(f) == "filter" else (True, "")
+            ok, log = build(kind_of(f)) if compiled or kind_of(f) != "tests" else (True, "")
             if not ok:
                 print(f"BUILD FAILED  {f['name']}\n{log}")
                 missed += 1
