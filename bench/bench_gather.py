@@ -19,6 +19,9 @@ Cases (dim 1 unless stated):
               topk, or a sliding window's positions)
   hot         self (M,V), each row's k = 256 values drawn from 8 columns every row shares (a few
               hot positions: an attention sink, a vocabulary's frequent ids)
+  rows_t      self (N,D) stored transposed (randn(D,N).t()), index randint(0,N,(M,1)).expand(M,D),
+              dim 0: rows of a transposed self, each element a column of the storage (N,D,M =
+              65536,1024,32768; index_select(x.t(), 0, i)'s layout; the banded walk, issue 37)
   rank6       self and index both permuted in every dim: index logical (16,16,16,16,8,16), self
               the same with 32 along dim 2 (the gathered dim); self stored in dim order
               (3,5,0,4,2,1), index in (4,2,5,1,3,0), out contiguous (as ATen allocates it)
@@ -68,7 +71,7 @@ import fg_common as fgc  # noqa: E402
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 INT_VIEW = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 CASE_ORDER = ["seed", "expanded", "contig", "transposed", "topk", "clustered", "clustered_sorted", "hot",
-              "rank6", "scattered"]
+              "rows_t", "rank6", "scattered"]
 
 
 # ---- cases -------------------------------------------------------------------------------
@@ -142,6 +145,13 @@ def make_hot(dtype, device, gen, shrink):
     return x, 1, idx, f"self ({M},{V}), idx ({M},{k}) from 8 hot columns"
 
 
+def make_rows_t(dtype, device, gen, shrink):
+    N, D, M = 65536 // shrink, 1024 // min(shrink, 16), 32768 // shrink
+    x = _randn((D, N), dtype, device, gen).t()
+    idx = torch.randint(0, N, (M, 1), device=device, generator=gen).expand(M, D)
+    return x, 0, idx, f"self ({N},{D}) stored transposed, idx ({M},1)->({M},{D}), dim 0"
+
+
 def _permuted(t_shape, order, make):
     """A tensor of logical shape t_shape whose memory runs in dim order `order` (outer first)."""
     phys = make([t_shape[d] for d in order])
@@ -170,7 +180,7 @@ def make_scattered(dtype, device, gen, shrink):
 
 MAKERS = {"seed": make_seed, "expanded": make_expanded, "contig": make_contig,
           "transposed": make_transposed, "topk": make_topk, "clustered": make_clustered,
-          "clustered_sorted": make_clustered_sorted, "hot": make_hot,
+          "clustered_sorted": make_clustered_sorted, "hot": make_hot, "rows_t": make_rows_t,
           "rank6": make_rank6, "scattered": make_scattered}
 
 

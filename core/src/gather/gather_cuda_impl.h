@@ -223,12 +223,14 @@ inline int64_t elems_band(const GatherPlan& p, int esize) {
   return int64_t(kTile) * 4 / esize;
 }
 
-// The elems kernel's walk: plan order with a plan-position operand, banded (elems_band) and
-// blocked for locality unless `plain`.
-inline LoopPlan<4> elems_walk(const GatherPlan& p, int esize, int index_bytes, bool plain) {
+// The elems kernel's walk: plan order with a plan-position operand; banded (elems_band) under
+// kAuto, then blocked for locality unless kPlain (kElems: blocked, never banded: the walk
+// before the band, for benchmarks of what it buys).
+inline LoopPlan<4> elems_walk(const GatherPlan& p, int esize, int index_bytes, KernelChoice c) {
   LoopPlan<4> w = with_positions(p.loop);
-  if (plain) return w;
-  if (const int64_t band = elems_band(p, esize)) w = band_loop(w, band);
+  if (c == KernelChoice::kPlain) return w;
+  const int64_t band = c == KernelChoice::kAuto ? elems_band(p, esize) : 0;
+  if (band) w = band_loop(w, band);
   // out: a warp-wide run (128 bytes, at most 32 elements); index and self: one 32-byte sector.
   const int64_t want[4] = {int64_t(kTile) * 4, kSectorBytes, kSectorBytes, 0};
   const int64_t bytes[4] = {esize, index_bytes, esize, 1};
@@ -237,8 +239,8 @@ inline LoopPlan<4> elems_walk(const GatherPlan& p, int esize, int index_bytes, b
 
 template <typename Runner>
 Status run_elems(const GatherArgs& args, const GatherPlan& p, int esize, const ErrorSite& site,
-                 Runner& runner, bool plain) {
-  const LoopPlan<4> w = elems_walk(p, esize, elem_size(args.index.dtype), plain);
+                 Runner& runner, KernelChoice choice) {
+  const LoopPlan<4> w = elems_walk(p, esize, elem_size(args.index.dtype), choice);
   const int64_t blocks = std::min(ceil_div(w.numel, int64_t(kThreads) * kUnroll), kMaxBlocks);
   // Blocking only reorders the plan's offsets, so the plan's bound holds for the walk.
   const bool u32 = w.numel <= kI32Max && fits_u32(p.loop, p.self_dim_size, p.self_dim_stride, 0);
@@ -294,7 +296,7 @@ Status run_gather(const GatherArgs& args, const GatherPlan& plan, const ErrorSit
                                            : choice == KernelChoice::kAuto && tile_pays(l, isize)) {
     st = run_tile(args, plan, esize, site, runner);
   } else {
-    st = run_elems(args, plan, esize, site, runner, choice == KernelChoice::kPlain);
+    st = run_elems(args, plan, esize, site, runner, choice);
   }
   if (st != Status::kOk) *why = "gather: element size " + std::to_string(esize) + " unsupported";
   return st;

@@ -26,7 +26,8 @@ using namespace cuda_common;  // NOLINT: the shared launch constants, units and 
 constexpr int kMaxGroup = 32;  // rows: at most one warp per row tile
 
 // Which kernel run_gather takes: kAuto picks by layout; the others force one where the
-// layout allows it (kPlain: the elems kernel in plan order, without block_loop).
+// layout allows it (kPlain: the elems kernel in plan order, without block_loop; kElems: the
+// elems kernel blocked but never banded).
 enum class KernelChoice : int { kAuto, kElems, kPlain, kTile };
 
 // "auto" / "elems" / "plain" / "tile"; false for anything else.
