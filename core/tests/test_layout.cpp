@@ -142,6 +142,30 @@ TEST(Layout, RandomPlansKeepEveryOffset4) {
   random_plans<4>(60);
 }
 
+// A plan of three operands over `shape`: operand 0 dense (70%) or any strides, the others any.
+LoopPlan<3> random_plan3(Rng& rng, const std::vector<int64_t>& shape) {
+  std::vector<std::vector<int64_t>> st;
+  for (int k = 0; k < 3; ++k) st.push_back(any_strides(rng, shape, k == 0 && coin(rng, 0.7)));
+  return plan<3>(shape, st);
+}
+
+// q (a reordered walk of p with p's plan positions as operand 3) visits every plan position of
+// p once, each with p's offsets for the three operands.
+::testing::AssertionResult same_tuples(const LoopPlan<4>& q, const LoopPlan<3>& p) {
+  std::vector<char> seen(static_cast<size_t>(p.numel), 0);
+  for (int64_t i = 0; i < q.numel; ++i) {
+    const int64_t pos = plan_offset(q, 3, i);
+    if (pos < 0 || pos >= p.numel || seen[static_cast<size_t>(pos)])
+      return ::testing::AssertionFailure()
+             << "walk position " << i << ": plan position " << pos << " out of range or seen twice";
+    seen[static_cast<size_t>(pos)] = 1;
+    for (int k = 0; k < 3; ++k)
+      if (plan_offset(q, k, i) != plan_offset(p, k, pos))
+        return ::testing::AssertionFailure() << "walk position " << i << " operand " << k;
+  }
+  return ::testing::AssertionSuccess();
+}
+
 // block_loop reorders a plan without changing what any position means: with a passive
 // operand holding each dim's plan-position stride, every blocked position maps to a distinct
 // plan position, and its other offsets are that plan position's offsets. Checked over every
@@ -153,9 +177,7 @@ TEST(Layout, BlockLoopKeepsEveryPosition) {
   for (int rank : {2, 3, 4, 5, 6, 8, 12, 25, 64}) {
     for (int rep = 0; rep < 400; ++rep) {
       const std::vector<int64_t> shape = random_shape(rng, rank, 3000);
-      std::vector<std::vector<int64_t>> st;
-      for (int k = 0; k < 3; ++k) st.push_back(any_strides(rng, shape, k == 0 && coin(rng, 0.7)));
-      const LoopPlan<3> p = plan<3>(shape, st);
+      const LoopPlan<3> p = random_plan3(rng, shape);
       const LoopPlan<4> w = stridewise::with_positions(p);
       for (int64_t i = 0; i < w.numel; ++i) ASSERT_EQ(plan_offset(w, 3, i), i);
       const int64_t want[4] = {rand_int(rng, 1, 16), rand_int(rng, 1, 8), rand_int(rng, 1, 8), 0};
@@ -168,16 +190,7 @@ TEST(Layout, BlockLoopKeepsEveryPosition) {
       for (int d = 0; d < q.rank; ++d) prod *= q.sizes[d];
       ASSERT_EQ(prod, p.rank ? p.numel : 1);
       blocked += q.rank != p.rank;
-      std::vector<char> seen(static_cast<size_t>(p.numel), 0);
-      for (int64_t i = 0; i < q.numel; ++i) {
-        const int64_t pos = plan_offset(q, 3, i);
-        ASSERT_GE(pos, 0);
-        ASSERT_LT(pos, p.numel);
-        ASSERT_FALSE(seen[static_cast<size_t>(pos)]) << "plan position " << pos << " twice";
-        seen[static_cast<size_t>(pos)] = 1;
-        for (int k = 0; k < 3; ++k)
-          ASSERT_EQ(plan_offset(q, k, i), plan_offset(p, k, pos)) << "operand " << k;
-      }
+      ASSERT_TRUE(same_tuples(q, p));
     }
   }
   EXPECT_GT(blocked, 60);  // the property was exercised on reordered plans, not just copies
@@ -193,9 +206,7 @@ TEST(Layout, BandLoopKeepsEveryPositionAndFinishesBandsInOrder) {
   for (int rank : {1, 2, 3, 4, 6, 12, 63, 64}) {
     for (int rep = 0; rep < 1000; ++rep) {
       const std::vector<int64_t> shape = random_shape(rng, rank, 3000);
-      std::vector<std::vector<int64_t>> st;
-      for (int k = 0; k < 3; ++k) st.push_back(any_strides(rng, shape, k == 0 && coin(rng, 0.7)));
-      const LoopPlan<3> p = plan<3>(shape, st);
+      const LoopPlan<3> p = random_plan3(rng, shape);
       const LoopPlan<4> w = stridewise::with_positions(p);
       const LoopPlan<4> b = stridewise::band_loop<4>(w, rand_int(rng, 1, 16));
       SCOPED_TRACE("shape " + shape_str(shape));
@@ -211,16 +222,7 @@ TEST(Layout, BandLoopKeepsEveryPositionAndFinishesBandsInOrder) {
       const int64_t want[4] = {rand_int(rng, 1, 16), rand_int(rng, 1, 8), rand_int(rng, 1, 8), 0};
       const int64_t bytes[4] = {1, 1, 1, 1};
       for (const LoopPlan<4>& q : {b, stridewise::block_loop<4>(b, want, bytes, 64)}) {
-        std::vector<char> seen(static_cast<size_t>(p.numel), 0);
-        for (int64_t i = 0; i < q.numel; ++i) {
-          const int64_t pos = plan_offset(q, 3, i);
-          ASSERT_GE(pos, 0);
-          ASSERT_LT(pos, p.numel);
-          ASSERT_FALSE(seen[static_cast<size_t>(pos)]) << "plan position " << pos << " twice";
-          seen[static_cast<size_t>(pos)] = 1;
-          for (int k = 0; k < 3; ++k)
-            ASSERT_EQ(plan_offset(q, k, i), plan_offset(p, k, pos)) << "operand " << k;
-        }
+        ASSERT_TRUE(same_tuples(q, p));
       }
     }
   }
