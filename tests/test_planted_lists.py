@@ -1,5 +1,5 @@
 """The planted-fault lists (tests/planted/*.json) stay runnable: every fault's text occurs once
-in its file, and the tests or gtest filter it names exist. scripts/plant_faults.py runs them."""
+in its file, and the tests or gtest filters (the emulation's, the CPU core's) it names exist. scripts/plant_faults.py runs them."""
 import importlib.util
 import json
 import re
@@ -27,17 +27,19 @@ def test_there_are_lists():
 def test_each_fault_applies_once_and_names_real_tests(path):
     faults = _tool().load(path)  # raises when a text no longer occurs exactly once
     assert len({f["name"] for f in faults}) == len(faults), "names must be unique"
-    gtests = "\n".join(p.read_text() for p in (ROOT / "core/tests/cuda").glob("*.cpp"))
+    gtests = {"filter": "\n".join(p.read_text() for p in (ROOT / "core/tests/cuda").glob("*.cpp")),
+              "core_filter": "\n".join(p.read_text() for p in (ROOT / "core/tests").glob("*.cpp"))}
     for f in faults:
         for sel in f.get("tests", []):
             file, _, name = sel.partition("::")
             assert (ROOT / file).is_file(), sel
             base = name.split("[")[0]
             assert not base or re.search(rf"def {re.escape(base)}\(", (ROOT / file).read_text()), sel
-        if "filter" in f:
-            suite, _, test = f["filter"].partition(".")
-            pat = re.escape(test).replace(r"\*", r"\w*")
-            assert re.search(rf"TEST\({suite},\s*{pat}\)", gtests), f["filter"]
+        for kind, sources in gtests.items():  # a gtest filter: patterns joined by ':'
+            for one in f.get(kind, "").split(":") if kind in f else []:
+                suite, _, test = one.partition(".")
+                pat = re.escape(test).replace(r"\*", r"\w*")
+                assert re.search(rf"TEST\({suite},\s*{pat}\)", sources), (kind, one)
 
 
 def test_a_stale_fault_is_refused(tmp_path):

@@ -113,6 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     kn.add_argument("--no-known", dest="known", action="store_false")
     g = p.add_argument_group("output")
     g.add_argument("--json", metavar="FILE", help="write the full report as JSON")
+    g.add_argument("--junit-xml", metavar="PATH",
+                   help="also write the findings as JUnit XML (a test case per finding group and per "
+                        "failing case, with its diagnosis and repro script; stridewise/audit/junit.py)")
     g.add_argument("--repro-dir", default="stridewise-audit-repro",
                    help="directory for repro scripts of failing cases (default ./stridewise-audit-repro)")
     g.add_argument("--max-repros", type=int, default=2000)
@@ -326,6 +329,10 @@ def _audit(args, argv) -> int:
     else:
         print(text)
     bad = bool(checks and verify.failed(checks))
+    if args.junit_xml:
+        from . import junit
+
+        junit.write(args.junit_xml, results, info, meta)
     if args.json:
         doc = report.to_json(results, info, meta)
         if checks is not None:
