@@ -27,8 +27,9 @@
 
 namespace stridewise {
 
-// Every core's bound check, host and device: true with v moved into [0, n) (v + n for a
-// negative v when `wraps`); false, v untouched, when v is outside [wraps ? -n : 0, n).
+// The gather and k-index cores' bound check (CPU and CUDA bodies): true with v moved into
+// [0, n) (v + n for a negative v when `wraps`); false, v untouched, when v is outside
+// [wraps ? -n : 0, n). (The scatter cores never wrap and keep their own v < 0 || v >= n.)
 SW_HOST_DEVICE SW_INLINE bool wrap_index(int64_t& v, int64_t n, bool wraps) {
   if (v >= n || v < (wraps ? -n : 0)) return false;
   if (v < 0) v += n;

@@ -73,13 +73,12 @@ SW_HOST_DEVICE SW_INLINE void elems_thread(const ElemsArgs<IdxT, I, D>& a, I blo
     SW_UNROLL
     for (int u = 0; u < kUnroll; ++u) {  // then every self load, gated by the bound check
       if (!live[u]) continue;
-      const int64_t given = v[u];
-      if (wrap_index(v[u], a.site.size, a.site.wraps)) {
+      if (wrap_index(v[u], a.site.size, a.site.wraps)) {  // a bad v[u] stays as given
         val[u] = SW_LDG(self + (o_self[u] + I(v[u]) * a.self_dim_stride));
       } else {
         live[u] = false;
         if (!bad.any)  // rare: recompute the offsets for the plan position
-          bad = BadIndex{true, given, int64_t(a.calc.get(base + I(u * kThreads) + thread).v[3])};
+          bad = BadIndex{true, v[u], int64_t(a.calc.get(base + I(u * kThreads) + thread).v[3])};
       }
     }
     SW_UNROLL

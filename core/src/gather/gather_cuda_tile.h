@@ -107,14 +107,13 @@ SW_HOST_DEVICE SW_INLINE void tile_store_thread(const TileArgs<IdxT, I, D>& a, I
   for (int r = 0; r < kPer; ++r) {
     if (!live[r]) continue;
     const I k = o.k0 + row + I(r * kRows);
-    const int64_t given = v[r];
-    if (wrap_index(v[r], a.site.size, a.site.wraps)) {
+    if (wrap_index(v[r], a.site.size, a.site.wraps)) {  // a bad v[r] stays as given
       val[r] = SW_LDG(self + (o.rest.v[kTileSelf] + ai * a.stride_a[kTileSelf] +
                               k * a.stride_k[kTileSelf] + I(v[r]) * a.self_dim_stride));
     } else {
       live[r] = false;
       if (!bad.any)
-        bad = BadIndex{true, given,
+        bad = BadIndex{true, v[r],
                        int64_t(o.rest.v[kTilePos]) + int64_t(ai) * int64_t(a.stride_a[kTilePos]) +
                            int64_t(k) * int64_t(a.stride_k[kTilePos])};
     }

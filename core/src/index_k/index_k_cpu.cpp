@@ -56,8 +56,7 @@ bool terms(const Job& j, const int64_t* off, int64_t* out, int* bad_term) {
   if (a.mode == IndexMode::kUnravel) {
     int64_t v = load_index(j.base[kIkIndex0] + off[kIkIndex0], j.idx64[0]);
     const int64_t n = a.target.numel();
-    if (v < a.desc.lowest_index(n) || v >= n) return *bad_term = 0, false;
-    if (v < 0) v += n;
+    if (!wrap_index(v, n, a.desc.wraps)) return *bad_term = 0, false;
     for (int d = a.target.rank - 1; d >= 0 && v > 0; --d) {  // row-major: last dim fastest
       const int64_t s = a.target.sizes[d];
       t += (v % s) * j.unravel_bstrides[d];
@@ -69,8 +68,7 @@ bool terms(const Job& j, const int64_t* off, int64_t* out, int* bad_term) {
   for (int k = 0; k < a.k; ++k) {
     int64_t v = load_index(j.base[kIkIndex0 + k] + off[kIkIndex0 + k], j.idx64[k]);
     const int64_t n = a.term_size[k];
-    if (v < a.desc.lowest_index(n) || v >= n) return *bad_term = k, false;
-    if (v < 0) v += n;
+    if (!wrap_index(v, n, a.desc.wraps)) return *bad_term = k, false;
     t += v * j.term_bstride[k];
   }
   *out = t;

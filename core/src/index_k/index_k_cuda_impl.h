@@ -75,8 +75,7 @@ SW_HOST_DEVICE SW_INLINE bool terms(const Params<I, D>& a, const Offsets<kN, I>&
                                     int* bad_j, int64_t* bad_v) {
   if (a.unravel_mode) {
     int64_t v = load_index(a.index[0], o.v[kIkIndex0], a.idx64[0]);
-    if (v < (a.wraps ? -a.size[0] : 0) || v >= a.size[0]) return *bad_j = 0, *bad_v = v, false;
-    if (v < 0) v += a.size[0];
+    if (!wrap_index(v, a.size[0], a.wraps)) return *bad_j = 0, *bad_v = v, false;
     *t = a.unravel.get(I(v)).v[0];
     return true;
   }
@@ -88,9 +87,8 @@ SW_HOST_DEVICE SW_INLINE bool terms(const Params<I, D>& a, const Offsets<kN, I>&
   SW_UNROLL
   for (int j = 0; j < kK; ++j) {
     if (j >= a.k) break;
-    if (v[j] < (a.wraps ? -a.size[j] : 0) || v[j] >= a.size[j])
-      return *bad_j = j, *bad_v = v[j], false;
-    acc += I(v[j] < 0 ? v[j] + a.size[j] : v[j]) * a.stride[j];
+    if (!wrap_index(v[j], a.size[j], a.wraps)) return *bad_j = j, *bad_v = v[j], false;
+    acc += I(v[j]) * a.stride[j];
   }
   *t = acc;
   return true;
