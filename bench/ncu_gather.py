@@ -12,8 +12,8 @@ from bench_gather.py. The child marks ATen's call and ours with NVTX ranges "ate
 and ncu profiles only the kernels inside them (the inputs' own kernels stay out).
 
 For every (case, dtype) the driver runs `ncu --clock-control none` over a child process that
-builds the case's first input set (the same generator and seed as the benchmark), runs ATen's
-torch.gather and then torch.gather routed to stridewise (`stridewise.use`), once each (ncu
+builds the case's first input set (the same generator and seed as the benchmark), runs the
+case's call with ATen's kernel and then routed to stridewise (`stridewise.use`), once each (ncu
 replays each kernel for its counters, so no warm-up is needed). Set STRIDEWISE_GATHER_CUDA_KERNEL in the
 environment to profile a forced kernel (see docs/gather_cuda.md); --variants runs several.
 

@@ -71,10 +71,9 @@ def build(kind: str) -> tuple[bool, str]:
     "filter": the emulation) runs."""
     if kind == "filter" and os.environ.get("PLANT_EMULATION") == "1":
         return build_emulation()
-    cmd = (["cmake", "--build", str(DEV), "-j2"] if kind == "tests" else
-           ["cmake", "--build", str(DEV), "-j2", "--target", "stridewise_core_tests"]
-           if kind == "core_filter" else
-           ["cmake", "--build", str(CUDA), "-j2", "--target", "stridewise_cuda_tests"])
+    cmd = {"tests": ["cmake", "--build", str(DEV), "-j2"],
+           "core_filter": ["cmake", "--build", str(DEV), "-j2", "--target", "stridewise_core_tests"],
+           "filter": ["cmake", "--build", str(CUDA), "-j2", "--target", "stridewise_cuda_tests"]}[kind]
     r = subprocess.run(cmd, capture_output=True, text=True)
     return r.returncode == 0, (r.stdout + r.stderr)[-1500:]
 
