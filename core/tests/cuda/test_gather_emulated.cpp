@@ -8,12 +8,14 @@
 // past an operand's storage dies with SIGSEGV here instead of passing.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "cuda_test_util.h"  // reference_out (host only)
 #include "emulated_runner.h"
+#include "index_k_case.h"
 
 namespace swct {
 namespace {
@@ -95,6 +97,50 @@ TEST(GatherEmulated, RowsOfATransposedSelfWalkInBands) {
     banded += l.kernel == "elems" && l.walk_rank > 2;
   }
   EXPECT_GT(banded, 40);
+}
+
+// index_k_cuda hands a read through one index tensor to the gather family (index_k_as_gather):
+// the gather bodies, run on the host over those views, give the reference bytes (negative
+// values wrapped), and a bad value is reported with its value as given. The rows
+// and elems kernels both take some of the cases.
+TEST(GatherEmulated, OneIndexReadOfTheKIndexCoreRunsHere) {
+  const uint64_t seed = swt::test_seed();
+  swt::Rng rng(seed);
+  const DType dts[] = {DType::kFloat32, DType::kInt8, DType::kFloat16, DType::kComplex128};
+  int handed = 0, bad_seen = 0;
+  std::vector<std::string> kernels;
+  for (int trial = 0; trial < 2000 && handed < 300; ++trial) {
+    swt::IndexKCase c =
+        swt::make_index_k_case(rng, dts[trial % 4], stridewise::IndexMode::kSum,
+                               stridewise::IndexRole::kRead, stridewise::Combine::kCopy);
+    stridewise::GatherArgs g;
+    if (!stridewise::index_k_as_gather(c.args, &g)) continue;
+    ++handed;
+    SCOPED_TRACE("seed " + std::to_string(seed) + " trial " + std::to_string(trial) + " " +
+                 c.describe());
+    const bool plant = swt::numel(c.shape) > 0 && trial % 4 == 0;
+    const int64_t bad_val = plant ? swt::plant_bad_index(rng, c, 0, trial % 8 == 0) : 0;
+    HostRunner r;
+    stridewise::ErrorDetail e;
+    EmulateOpts eo;
+    eo.grid_cap = unsigned(trial % 3);
+    const stridewise::Status st = emulate(g, r, &e, eo);
+    kernels.push_back(r.launch.kernel);
+    if (plant) {  // (the elements it skips: GatherEmulated.BadValueSkipsExactlyItsElements)
+      ASSERT_EQ(st, stridewise::Status::kIndexOutOfRange);
+      EXPECT_EQ(e.value, bad_val);
+      ++bad_seen;
+      continue;
+    }
+    ASSERT_EQ(st, stridewise::Status::kOk);
+    const std::vector<unsigned char> want = swt::index_k_reference(c);
+    EXPECT_EQ(swt::diff_bytes(c.dense.base(), want.data(), want.size()), "");
+    if (HasFailure()) return;
+  }
+  EXPECT_GE(handed, 200);
+  EXPECT_GE(bad_seen, 30);
+  for (const char* k : {"rows", "elems"})
+    EXPECT_GT(std::count(kernels.begin(), kernels.end(), std::string(k)), 10) << k;
 }
 
 // Which kernel, unit, calculator and offset width the shapes of bench/bench_gather.py get.

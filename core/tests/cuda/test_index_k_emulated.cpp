@@ -13,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "emulated_runner.h"  // the gather family's host runner: a one-index read runs there
 #include "index_k/index_k_cuda_launch.h"
 #include "index_k_case.h"
 
@@ -254,49 +253,6 @@ TEST(IndexKEmulated, BodiesMatchReference) {
     if (HasFailure()) return;
   }
   EXPECT_LT(raced, 60);  // most write copies were compared
-}
-
-// index_k_cuda hands a read through one index tensor to the gather family (index_k_as_gather):
-// the gather bodies, run on the host over those views, give the reference bytes (negative
-// values wrapped), and a bad value is reported with its value as given. The rows
-// and elems kernels both take some of the cases.
-TEST(IndexKEmulated, OneIndexReadRunsTheGatherKernels) {
-  const uint64_t seed = test_seed();
-  Rng rng(seed);
-  const DType dts[] = {DType::kFloat32, DType::kInt8, DType::kFloat16, DType::kComplex128};
-  int handed = 0, bad_seen = 0;
-  std::vector<std::string> kernels;
-  for (int trial = 0; trial < 2000 && handed < 300; ++trial) {
-    IndexKCase c =
-        make_index_k_case(rng, dts[trial % 4], IndexMode::kSum, IndexRole::kRead, Combine::kCopy);
-    stridewise::GatherArgs g;
-    if (!stridewise::index_k_as_gather(c.args, &g)) continue;
-    ++handed;
-    SCOPED_TRACE("seed " + std::to_string(seed) + " trial " + std::to_string(trial) + " " +
-                 c.describe());
-    const bool plant = numel(c.shape) > 0 && trial % 4 == 0;
-    const int64_t bad_val = plant ? plant_bad_index(rng, c, 0, trial % 8 == 0) : 0;
-    swct::HostRunner r;
-    ErrorDetail e;
-    swct::EmulateOpts eo;
-    eo.grid_cap = unsigned(trial % 3);
-    const Status st = swct::emulate(g, r, &e, eo);
-    kernels.push_back(r.launch.kernel);
-    if (plant) {  // (the elements it skips: GatherEmulated.BadValueSkipsExactlyItsElements)
-      ASSERT_EQ(st, Status::kIndexOutOfRange);
-      EXPECT_EQ(e.value, bad_val);
-      ++bad_seen;
-      continue;
-    }
-    ASSERT_EQ(st, Status::kOk);
-    const std::vector<unsigned char> want = index_k_reference(c);
-    EXPECT_EQ(diff_bytes(c.dense.base(), want.data(), want.size()), "");
-    if (HasFailure()) return;
-  }
-  EXPECT_GE(handed, 200);
-  EXPECT_GE(bad_seen, 30);
-  for (const char* k : {"rows", "elems"})
-    EXPECT_GT(std::count(kernels.begin(), kernels.end(), std::string(k)), 10) << k;
 }
 
 // index_fill's one-value writes (duplicates, an expanded self): every writer of an element
