@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
-"""Nsight Compute counters for ATen's and stridewise's read kernels on the cases of
-bench_gather.py (and the read cases of bench_index.py and bench_adv.py: index_select, x[i],
-x[i, j], take), one call each, side by side.
+"""Nsight Compute counters for ATen's and stridewise's kernels on the cases of bench_gather.py
+(and the cases of bench_index.py, bench_adv.py and bench_scatter.py: index_select, x[i], x[i, j],
+take, index_add, the scatter family), one call each, side by side.
 
     PYTHONPATH=python python3 bench/ncu_gather.py --cases transposed,rank6 --dtypes float32
     PYTHONPATH=python python3 bench/ncu_gather.py --cases index:select_rows_nc,adv:take,adv:rows
+    PYTHONPATH=python python3 bench/ncu_gather.py --cases scatter:last_add_64 --variants auto,det
     PYTHONPATH=python python3 bench/ncu_gather.py --child transposed float32   (what ncu runs)
 
-A case named suite:case comes from bench_index.py ("index") or bench_adv.py ("adv"); a bare name
-from bench_gather.py. The child marks ATen's call and ours with NVTX ranges "aten" and "ours"
+A case named suite:case comes from bench_index.py ("index"), bench_adv.py ("adv") or
+bench_scatter.py ("scatter"); a bare name from bench_gather.py. The variant "det" runs both
+calls in deterministic mode (torch.use_deterministic_algorithms). The child marks ATen's call and ours with NVTX ranges "aten" and "ours"
 and ncu profiles only the kernels inside them (the inputs' own kernels stay out).
 
 For every (case, dtype) the driver runs `ncu --clock-control none` over a child process that
@@ -20,7 +22,8 @@ environment to profile a forced kernel (see docs/gather_cuda.md); --variants run
 Columns: kernel time; DRAM bytes and % of peak; L2 (lts) sectors and hit rate; L1 global-load
 sectors per request and hit rate; global-store sectors per request; achieved and theoretical
 occupancy; registers per thread; instructions; the share of warps stalled on a long scoreboard
-(waiting for memory) and on the LSU queue (lg throttle). The table goes to stdout and, with
+(waiting for memory), on the LSU queue (lg throttle), on shared memory (short scoreboard), on
+the MIO queue and at a barrier. The table goes to stdout and, with
 --md, to a file.
 """
 from __future__ import annotations
@@ -35,7 +38,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-OURS = ("gather_elems", "gather_rows", "gather_tile", "read_kernel")  # the index_k walk: read_kernel
+# The child opens the "ours" range with torch.cuda._sleep (ATen's spin_kernel): the rows after
+# that marker are ours, whatever their names (CUB's sorts, a fill), the rows before it ATen's.
+MARKER = "spin_kernel"
 
 CORE = [
     "gpu__time_duration.sum",
@@ -52,6 +57,10 @@ CORE = [
 STALLS = [
     "smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct",
     "smsp__warp_issue_stalled_lg_throttle_per_warp_active.pct",
+    # shared memory (the bins' and tiles' atomics): short scoreboard and MIO queue
+    "smsp__warp_issue_stalled_short_scoreboard_per_warp_active.pct",
+    "smsp__warp_issue_stalled_mio_throttle_per_warp_active.pct",
+    "smsp__warp_issue_stalled_barrier_per_warp_active.pct",
 ]
 
 
@@ -66,6 +75,10 @@ def _call(case, dtype, device, gen):
         make, op = bi.CASES[name]
         out, idx, self_, fn, _, _ = make(dtype, device, gen, 1)
         return (lambda: fn(out, idx, self_)), [op]
+    if suite == "scatter":
+        import bench_scatter as bs
+        out, idx, src, fn, _, _ = bs.MAKERS[name](dtype, device, gen, 1)
+        return (lambda: fn(out, idx, src)), [bs.OP_OF.get(name, "scatter_reduce")]
     if suite == "adv":
         import bench_adv as ba
         make, op, _ = ba.CASES[name]
@@ -87,6 +100,7 @@ def child(case, dtype_name):
     gen = torch.Generator(device=device)
     gen.manual_seed(1234)
     call, ops = _call(case, bg.DTYPES[dtype_name], device, gen)
+    torch.use_deterministic_algorithms(os.environ.get("SW_NCU_DET") == "1")
     torch.cuda.synchronize()
     torch.cuda.nvtx.range_push("aten")
     call()
@@ -94,6 +108,7 @@ def child(case, dtype_name):
     torch.cuda.synchronize()
     with sw.use(include=ops):
         torch.cuda.nvtx.range_push("ours")
+        torch.cuda._sleep(1)
         call()
         torch.cuda.nvtx.range_pop()
     torch.cuda.synchronize()
@@ -124,13 +139,15 @@ def num(r, key, scale=1.0):
         return float("nan")
 
 
-def _ours(kernel_name):
-    return any(k in kernel_name for k in OURS)
+def sides(rows):
+    """(row, "ATen" | "ours") in launch order, the marker row left out."""
+    rows = sorted(rows, key=lambda r: int(r["ID"]))
+    at = next((i for i, r in enumerate(rows) if MARKER in r["Kernel Name"]), len(rows))
+    return [(r, "ATen") for r in rows[:at]] + [(r, "ours") for r in rows[at + 1:]]
 
 
-def fmt_row(case, dtype_name, variant, r):
+def fmt_row(case, dtype_name, variant, r, who):
     name = r["Kernel Name"]
-    who = "ours" if _ours(name) else "ATen"
     short = name.split("<")[0].split("(")[0][-34:]
     dur_us = num(r, "gpu__time_duration.sum") / 1e3  # ns
     ld_req = num(r, "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum")
@@ -138,7 +155,7 @@ def fmt_row(case, dtype_name, variant, r):
     ld_spr = num(r, "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum") / ld_req if ld_req else float("nan")
     st_spr = num(r, "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum") / st_req if st_req else float("nan")
     dram_mb = (num(r, "dram__bytes_read.sum") + num(r, "dram__bytes_write.sum")) / 1e6
-    cells = [case, dtype_name, f"{who}{'' if who == 'ATen' or not variant else ' ' + variant}", short,
+    cells = [case, dtype_name, f"{who}{' ' + variant if variant else ''}", short,
              f"{dur_us:.1f}", f"{dram_mb:.0f}", f"{num(r, 'dram__throughput.avg.pct_of_peak_sustained_elapsed'):.0f}%",
              f"{num(r, 'lts__t_sectors.sum') / 1e6:.1f}", f"{num(r, 'lts__t_sector_hit_rate.pct'):.0f}%",
              f"{ld_spr:.1f}", f"{num(r, 'l1tex__t_sector_hit_rate.pct'):.0f}%", f"{st_spr:.1f}",
@@ -146,13 +163,14 @@ def fmt_row(case, dtype_name, variant, r):
              f"{num(r, 'sm__maximum_warps_per_active_cycle_pct'):.0f}%",
              f"{num(r, 'launch__registers_per_thread'):.0f}",
              f"{num(r, 'smsp__inst_executed.sum') / 1e6:.1f}",
-             f"{num(r, STALLS[0]):.0f}%", f"{num(r, STALLS[1]):.0f}%"]
+             *(f"{num(r, k):.0f}%" for k in STALLS)]
     return "| " + " | ".join(cells) + " |"
 
 
 HEAD = ("| case | dtype | who | kernel | us | DRAM MB | DRAM % | L2 Msectors | L2 hit | ld sect/req | L1 hit | "
-        "st sect/req | occupancy ach/theo | regs | Minst | stall mem | stall lsu |\n"
-        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        "st sect/req | occupancy ach/theo | regs | Minst | stall mem | stall lsu | stall smem | stall mio | "
+        "stall barrier |\n"
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 
 
 def main(argv=None):
@@ -161,7 +179,8 @@ def main(argv=None):
     p.add_argument("--cases", default="contig,transposed,topk,clustered,rank6,scattered")
     p.add_argument("--dtypes", default="float32,float16")
     p.add_argument("--variants", default="auto",
-                   help="comma list of STRIDEWISE_GATHER_CUDA_KERNEL values for ours (auto = unset)")
+                   help="comma list of STRIDEWISE_GATHER_CUDA_KERNEL values for ours (auto = unset; "
+                        "det = unset, both calls in deterministic mode)")
     p.add_argument("--variant-cases", default=None,
                    help="comma list: run the non-auto variants only for these cases (default all)")
     p.add_argument("--md", default=None, help="also write the table here")
@@ -179,7 +198,8 @@ def main(argv=None):
             for vi, variant in enumerate(variants):
                 env = dict(os.environ)
                 env.pop("STRIDEWISE_GATHER_CUDA_KERNEL", None)
-                if variant != "auto":
+                env["SW_NCU_DET"] = "1" if variant == "det" else "0"
+                if variant not in ("auto", "det"):
                     env["STRIDEWISE_GATHER_CUDA_KERNEL"] = variant
                 metrics = CORE + STALLS
                 rc, out, err = run_ncu(ncu, case, d, metrics, env)
@@ -191,10 +211,10 @@ def main(argv=None):
                     print(f"ncu failed for {case}/{d}/{variant} (rc {rc}):\n{err[-2000:]}\n{out[-2000:]}",
                           file=sys.stderr)
                     continue
-                for r in rows:
-                    if not _ours(r["Kernel Name"]) and vi > 0:
-                        continue  # ATen once per case
-                    lines.append(fmt_row(case, d, "" if variant == "auto" else variant, r))
+                for r, who in sides(rows):
+                    if who == "ATen" and vi > 0 and variant != "det":
+                        continue  # ATen once per case (and once in deterministic mode)
+                    lines.append(fmt_row(case, d, "" if variant == "auto" else variant, r, who))
                 print(lines[-1], flush=True)
     text = "\n".join(lines) + "\n"
     print(text)

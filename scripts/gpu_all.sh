@@ -79,7 +79,7 @@ note() { echo "$*" | tee -a "$SUMMARY"; }
 PY_PHASES=" benchab dumpe2e auditdev bench benchscatter bench2 benchscatter2 benchindex benchindexvar benchadv ncuindex demo diag pytest sanitize racecheck audit altbuild triage hostbench benchvar benchscattervar ncu ncuscatter pytestaudit auditfg auditfgall "
 pack() {  # logs + summary to $OUT after every phase: a call cut off still returns them
   cp -f "$SUMMARY" "$OUT"/ 2>/dev/null
-  cp -f "$LOG"/ncu_gather.md "$LOG"/audit_fg.txt "$LOG"/audit_fg.json "$LOG"/audit_fg_all.txt \
+  cp -f "$LOG"/ncu_gather.md "$LOG"/ncu_scatter.md "$LOG"/audit_fg.txt "$LOG"/audit_fg.json "$LOG"/audit_fg_all.txt \
     "$LOG"/bench_dump_compare*.json \
     "$OUT"/ 2>/dev/null
   # repro folders stay out (thousands of scripts); auditfg packs its findings' own
@@ -326,10 +326,10 @@ phase_ncu() {  # Nsight Compute counters, ATen's kernel beside ours (and forced 
   "$PY" bench/ncu_gather.py --md "$LOG/ncu_gather.md" ${NCU_ARGS:-}
 }
 
-phase_ncuscatter() {  # Nsight Compute: ATen's scatter kernel beside ours (validate, accumulate)
-  ncu --clock-control none --launch-count "${NCU_SCATTER_LAUNCHES:-6}" -k 'regex:scatter' \
-    "$PY" bench/bench_scatter.py --quick --reps 1 --det-min-lines 1000000000 \
-    ${NCU_SCATTER_ARGS:---cases moe_add --dtypes float32}
+phase_ncuscatter() {  # Nsight Compute: ATen's kernels beside ours on write cases (bench/ncu_gather.py;
+  # a case is suite:name, e.g. scatter:last_add_64 or index:moe_index_add_nc; --variants auto,det)
+  "$PY" bench/ncu_gather.py --md "$LOG/ncu_scatter.md" \
+    ${NCU_SCATTER_ARGS:---cases scatter:moe_add --dtypes float32}
 }
 phase_audit() {  # stridewise over the whole family under guard pages, both check modes (the ops
   # it does not register are reported as native, not run: coverage.py)
