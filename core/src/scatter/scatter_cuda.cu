@@ -60,6 +60,19 @@ __global__ void __launch_bounds__(kThreads) scatter_put_lines_kernel(const PutAr
   put_lines_thread<U>(a, I(blockIdx.x), I(threadIdx.x), I(gridDim.x));
 }
 
+template <typename U, typename I, int D>
+__global__ void __launch_bounds__(kThreads) scatter_claim_kernel(const ClaimArgs<I, D> a) {
+  if (block_aborted(a.abort)) return;
+  claim_thread<U>(a, blockIdx.x, threadIdx.x, gridDim.x);
+}
+
+template <typename U, typename I, int D>
+__global__ void __launch_bounds__(kThreads)
+    scatter_claim_final_kernel(const ClaimFinalArgs<I, D> a) {
+  if (block_aborted(a.abort)) return;
+  claim_final_thread<U>(a, I(blockIdx.x), I(threadIdx.x), I(gridDim.x));
+}
+
 template <typename T, typename I, int D>
 __global__ void __launch_bounds__(kThreads) scatter_acc_elems_kernel(const AccArgs<I, D> a) {
   if (block_aborted(a.abort)) return;
@@ -122,7 +135,7 @@ __global__ void __launch_bounds__(kBinsThreads) scatter_bins_kernel(const BinsAr
   if (block_aborted(a.abort)) return;
   const int64_t groups = blockDim.x / a.group, g = threadIdx.x / a.group, t = threadIdx.x % a.group;
   void* const slab = bins_mem + g * a.slab_bytes;
-  const int64_t items = a.lines * a.chunks;
+  const int64_t items = bins_items(a);
   for (int64_t item = blockIdx.x * groups + g; item < items; item += gridDim.x * groups) {
     bins_item(a, item, [&](int phase, int64_t k) {
       bins_phase<T>(a, phase, item, k, t, slab);
@@ -172,6 +185,17 @@ struct CudaRunner {
   template <typename U, typename I, int D>
   void put_lines(const PutArgs<I, D>& a, unsigned blocks) {
     scatter_put_lines_kernel<U, I, D><<<blocks, kThreads, 0, stream>>>(a);
+  }
+  template <typename U, typename I, int D>
+  void claim(const ClaimArgs<I, D>& a, unsigned blocks) {
+    scatter_claim_kernel<U, I, D><<<blocks, kThreads, 0, stream>>>(a);
+  }
+  template <typename U, typename I, int D>
+  void claim_final(const ClaimFinalArgs<I, D>& a, unsigned blocks) {
+    scatter_claim_final_kernel<U, I, D><<<blocks, kThreads, 0, stream>>>(a);
+  }
+  void zero(void* p, int64_t bytes) {
+    (void)cudaMemsetAsync(p, 0, static_cast<size_t>(bytes), stream);
   }
   template <typename T, typename I, int D>
   void acc_elems(const AccArgs<I, D>& a, unsigned blocks) {

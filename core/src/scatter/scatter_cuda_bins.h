@@ -1,15 +1,18 @@
 // The CUDA scatter's bins path: accumulating combines whose lines (scatter.h: every coordinate
 // but dim fixed) each land in a short out column, with the index walked along dim in memory
 // order (a last-dim scatter into tens to thousands of bins per row; a 1-D histogram). A group
-// of threads (a warp, or a block of kBinsThreads) owns one item -- a line, or a chunk of a long
-// line -- and holds that line's out column as n = out.size(dim) accumulators ("bins", plus an
-// int32 count each for mean and include_self = false) in shared memory:
+// of threads (a warp, or a block of kBinsThreads) owns one item -- `pack` consecutive whole
+// lines, one line, or a chunk of a long line -- and holds each line's out column as n =
+// out.size(dim) accumulators ("bins", plus an int32 count each for mean and include_self =
+// false) in shared memory:
+//  lines: the item's line offsets into a table (one OffsetCalculator walk per line);
 //  init:  the bins from out (include_self, whole lines) or the combine's neutral value;
-//  acc:   every step of the item, consecutive steps on consecutive threads (a contiguous index
-//         row is read coalesced), combined into its bin by a shared-memory atomic; or, in
-//         deterministic mode, ordered: steps staged kBinsWarp at a time, then thread t combines
-//         the staged steps whose bin is t mod kBinsWarp, in step order (no atomics: each bin
-//         sees its values in index order, as the CPU combines them);
+//  acc:   every step of the item, consecutive steps on consecutive threads (contiguous index
+//         rows are read coalesced, across the item's lines too), combined into its bin by a
+//         shared-memory atomic; or, in deterministic mode, ordered: steps staged kBinsWarp at a
+//         time, then each run of staged steps with one bin is combined in step order by its
+//         first lane (__match_any_sync finds the run; no atomics: each bin sees its values in
+//         index order, as the CPU combines them);
 //  done:  a whole line writes its column once (finish_acc, as the tile path); a chunk combines
 //         its bins into the target by global atomics (out itself for 4-/8-byte types without
 //         counts, else the workspace's accumulator and counts, which ws_init / ws_final wrap).
@@ -17,7 +20,10 @@
 // short row, or across a histogram's few thousand bins) by a shared-memory one, and touches
 // out once per line; against the tile path it walks lines whose index is contiguous along dim
 // (the tile path reads lines fastest: there, a contiguous row's steps would be a line apart).
-// Only the bins' memory depends on n, so the rule (bins_shape) keeps n small.
+// Only the bins' memory depends on n, so the rule (bins_shape) keeps n small. Packing short lines
+// into one block's item (pack > 1) puts a block's worth of loads in flight per wait: a warp per
+// 128-step line waited on memory twice per line with 4 KB in flight per SM warp slot, and ran
+// at 1.5 TB/s (last_add_64, docs/bench_scatter.md).
 //
 // Host and device compilable (the host emulation runs each phase for every thread of a group
 // before the next, as the group's barrier orders them); no __global__ code.
@@ -47,7 +53,21 @@ constexpr int64_t kBinsMinElems = int64_t(1) << 14;  // below (kAuto): the atomi
 // group's loads each touch a sector of their own; the tile path reads those lines fastest.
 constexpr int64_t kBinsMaxStepStride = 4;
 
-enum BinsPhase : int { kBinsInit = 0, kBinsAcc = 1, kBinsStage = 2, kBinsScan = 3, kBinsDone = 4 };
+// Packed items (kAuto): about kBinsPackSteps steps (8 per thread of a block), at most
+// kBinsMaxPack lines and kBinsPackBytes of bins, and at least kBinsItems items over the call.
+constexpr int64_t kBinsPackSteps = 2048;
+constexpr int64_t kBinsMaxPack = 32;
+constexpr int64_t kBinsPackBytes = 16 * 1024;
+constexpr int64_t kBinsLineBytes = 24;  // a line's table entry: Offsets<3, I> of 4- or 8-byte I
+
+enum BinsPhase : int {
+  kBinsLines = 0,
+  kBinsInit = 1,
+  kBinsAcc = 2,
+  kBinsStage = 3,
+  kBinsScan = 4,
+  kBinsDone = 5
+};
 
 struct BinsShape {
   bool use = false;
@@ -58,6 +78,7 @@ struct BinsShape {
   int threads = kBinsThreads;  // per block: groups of `group` threads
   int64_t chunk = 0;           // steps per item (line_len when not split)
   int64_t chunks = 1;          // items per line
+  int64_t pack = 1;            // whole lines per item (> 1: neither split nor ordered)
   int64_t slab_bytes = 0;      // shared memory per group (bins, counts, stage), 16-aligned
   int64_t smem_bytes = 0;      // per block
 };
@@ -66,13 +87,24 @@ SW_HOST_DEVICE SW_INLINE int64_t align16(int64_t b) {
   return (b + 15) / 16 * 16;
 }
 
-// Shared memory per group: n bins of `acc` bytes, n counts, and (ordered) the stage: kBinsWarp
-// bin numbers (int32) and values.
-SW_HOST_DEVICE SW_INLINE int64_t bins_slab_bytes(int64_t n, int acc, bool counts, bool ordered) {
-  const int64_t bins = align16(n * acc);
-  const int64_t cnt = counts ? align16(n * 4) : 0;
-  const int64_t stage = ordered ? align16(kBinsWarp * 4) + kBinsWarp * int64_t(acc) : 0;
-  return bins + cnt + stage;
+// The index shadow (ValidateArgs::shadow) holds values below 256; its bytes: the index storage's
+// extent in elements (offsets are non-negative), 0 when the bins path does not take the call.
+constexpr int64_t kBinsShadowMax = 256;
+inline int64_t bins_shadow_bytes(const ScatterArgs& a, const BinsShape& s, int64_t n) {
+  if (!s.use || n > kBinsShadowMax || a.index.numel() == 0) return 0;
+  int64_t extent = 1;
+  for (int d = 0; d < a.index.rank; ++d) extent += (a.index.sizes[d] - 1) * a.index.strides[d];
+  return extent;
+}
+
+// Shared memory per group: pack x n bins of `acc` bytes, pack x n counts, (ordered) the stage:
+// kBinsWarp bin numbers (int32) and values, and the item's line table.
+SW_HOST_DEVICE SW_INLINE int64_t bins_slab_bytes(int64_t n, int acc, bool counts, bool ordered,
+                                                 int64_t pack = 1) {
+  const int64_t bins = align16(pack * n * acc);
+  const int64_t cnt = counts ? align16(pack * n * 4) : 0;
+  const int64_t stage = ordered ? align16(kBinsWarp * 4) + align16(kBinsWarp * int64_t(acc)) : 0;
+  return bins + cnt + stage + align16(pack * kBinsLineBytes);
 }
 
 // Selection. kBins (tests): whenever it can run (kBinsSplit: in chunks of 3 steps); kAuto: besides,
@@ -85,8 +117,10 @@ SW_HOST_DEVICE SW_INLINE int64_t bins_slab_bytes(int64_t n, int acc, bool counts
 //  - deterministic: whole lines only, ordered (kBinsWarp threads per line);
 //  - the bins of one group fit kBinsSmemBytes.
 // Shape: as many chunks per line as reach kBinsItems items (chunks of at least max(4 n, 2048)
-// steps; deterministic: 1); a group of kBinsWarp threads for items of at most 2048 steps, else
-// the whole block.
+// steps; deterministic: 1); whole lines unordered packed `pack` to an item (kBinsPack* above;
+// forced kBins: without the kBinsItems bound, but at most half the lines, so that one line is
+// a warp's item again); a group of kBinsWarp threads for unpacked items of at most 2048 steps,
+// else the whole block.
 inline BinsShape bins_shape(const ScatterArgs& a, const ScatterPlan& p, PathChoice choice,
                             int acc_bytes) {
   BinsShape s;
@@ -124,8 +158,17 @@ inline BinsShape bins_shape(const ScatterArgs& a, const ScatterPlan& p, PathChoi
   }
   if (!s.split) s.chunk = p.line_len, s.chunks = 1;
   if (choice == PathChoice::kAuto && (s.split ? s.chunk < n : 4 * p.line_len < n)) return s;
-  s.group = s.ordered || s.chunk <= 2048 ? kBinsWarp : kBinsThreads;
-  s.slab_bytes = bins_slab_bytes(n, acc_bytes, s.counts, s.ordered);
+  if (!s.split && !s.ordered) {
+    const int64_t line_bytes = n * acc_bytes + (s.counts ? n * 4 : 0);
+    int64_t pack = kBinsPackSteps / p.line_len;
+    pack = pack < kBinsMaxPack ? pack : kBinsMaxPack;
+    if (pack * line_bytes > kBinsPackBytes) pack = kBinsPackBytes / line_bytes;
+    const int64_t fill = choice == PathChoice::kAuto ? lines / kBinsItems : lines / 2;
+    if (pack > fill) pack = fill;
+    if (pack > 1) s.pack = pack;
+  }
+  s.group = s.ordered || (s.pack == 1 && s.chunk <= 2048) ? kBinsWarp : kBinsThreads;
+  s.slab_bytes = bins_slab_bytes(n, acc_bytes, s.counts, s.ordered, s.pack);
   int64_t groups = kBinsThreads / s.group;
   while (groups > 1 && groups * s.slab_bytes > kBinsSmemBytes) groups /= 2;
   if (groups * s.slab_bytes > kBinsSmemBytes) return s;
@@ -143,7 +186,8 @@ struct BinsArgs : Operands {  // out: the target (out itself, or the workspace's
   int64_t line_len;
   int64_t chunk;
   int64_t chunks;
-  int64_t n;  // bins per line; valid index values are [0, n)
+  int64_t pack;  // whole lines per item (BinsShape::pack)
+  int64_t n;     // bins per line; valid index values are [0, n)
   I target_dim_stride;
   I index_dim_stride;
   I src_dim_stride;
@@ -152,8 +196,16 @@ struct BinsArgs : Operands {  // out: the target (out itself, or the workspace's
   bool counts;
   bool ordered;
   bool split;
+  bool lines_fastest;     // init/done walk an item's lines fastest (out's bins are not adjacent)
+  const uint8_t* shadow;  // null, or validation's index shadow (ValidateArgs::shadow): read here
   Abort abort;
 };
+
+// Items over the call: ceil(lines / pack) packs, each cut into `chunks` items.
+template <typename I, int D>
+SW_HOST_DEVICE SW_INLINE int64_t bins_items(const BinsArgs<I, D>& a) {
+  return (a.lines + a.pack - 1) / a.pack * a.chunks;
+}
 
 // A split item's starting bins: combining them into anything leaves it as it was (-0.0 for a
 // floating add: x + -0.0 is x for every x, +0.0 included), so untouched bins may be flushed.
@@ -186,63 +238,127 @@ SW_HOST_DEVICE SW_INLINE void atomic_count_add(int32_t* p, int32_t k) {
 #endif
 }
 
-// The group's shared memory: bins, counts (or null), stage bin numbers and values (ordered).
-template <typename A>
+// The group's shared memory: bins and counts (or null) of line j at j * n, stage bin numbers
+// and values (ordered), the line table.
+template <typename A, typename I>
 struct BinsSmem {
   A* bins;
   int32_t* cnt;
   int32_t* stage_v;
   A* stage_x;
+  Offsets<3, I>* line;
 };
 
 template <typename A, typename I, int D>
-SW_HOST_DEVICE SW_INLINE BinsSmem<A> bins_smem(const BinsArgs<I, D>& a, void* slab) {
+SW_HOST_DEVICE SW_INLINE BinsSmem<A, I> bins_smem(const BinsArgs<I, D>& a, void* slab) {
+  static_assert(sizeof(Offsets<3, I>) <= kBinsLineBytes, "kBinsLineBytes holds a line's offsets");
   unsigned char* p = static_cast<unsigned char*>(slab);
-  BinsSmem<A> m;
+  BinsSmem<A, I> m;
   m.bins = reinterpret_cast<A*>(p);
-  p += align16(a.n * int64_t(sizeof(A)));
+  p += align16(a.pack * a.n * int64_t(sizeof(A)));
   m.cnt = a.counts ? reinterpret_cast<int32_t*>(p) : nullptr;
-  p += a.counts ? align16(a.n * 4) : 0;
+  p += a.counts ? align16(a.pack * a.n * 4) : 0;
   m.stage_v = reinterpret_cast<int32_t*>(p);
   m.stage_x = reinterpret_cast<A*>(p + align16(kBinsWarp * 4));
+  p += a.ordered ? align16(kBinsWarp * 4) + align16(kBinsWarp * int64_t(sizeof(A))) : 0;
+  m.line = reinterpret_cast<Offsets<3, I>*>(p);
   return m;
 }
 
-// Phase `phase` of `item` (line item / chunks, chunk item % chunks) for thread t of the group
-// (a.group threads), sub-chunk k of the ordered phases. The group's barrier separates phases.
+// Lane t's run in a stage: the mask of lanes whose staged bin equals its own (on the device
+// __match_any_sync, which every lane of the warp reaches: the scan phase is uniform).
+SW_HOST_DEVICE SW_INLINE uint32_t stage_peers(const int32_t* stage_v, int64_t t) {
+#if defined(__CUDA_ARCH__)
+  (void)stage_v;
+  return __match_any_sync(0xffffffffu, stage_v[t]);
+#else
+  uint32_t m = 0;
+  for (int j = 0; j < kBinsWarp; ++j) m |= stage_v[j] == stage_v[t] ? uint32_t(1) << j : 0u;
+  return m;
+#endif
+}
+
+// Positions p, p + g, p + 2g, ... of a grid of rows of n as (row j, column s), without a
+// division per position: the two at the start are 32-bit where the values allow (a 64-bit
+// division is a long subroutine on the GPU; per position in the init and done phases, and per
+// phase for the item's geometry, they cost more instructions than the loads: ncu on the H100,
+// 2026-12-07, 1002 M warp instructions for 134 M steps, 64 registers).
+struct BinsWalk {
+  int64_t j, s, dj, ds, len;
+  SW_HOST_DEVICE SW_INLINE BinsWalk(int64_t p, int64_t g, int64_t n) : len(n) {
+    if (((p | g | n) >> 31) == 0) {
+      const uint32_t p32 = uint32_t(p), g32 = uint32_t(g), n32 = uint32_t(n);
+      j = p32 / n32, s = p32 - uint32_t(j) * n32, dj = g32 / n32, ds = g32 - uint32_t(dj) * n32;
+    } else {
+      j = p / n, s = p % n, dj = g / n, ds = g % n;
+    }
+  }
+  SW_HOST_DEVICE SW_INLINE void next() {
+    j += dj;
+    s += ds;
+    if (s >= len) s -= len, ++j;
+  }
+};
+
+// Phase `phase` of `item` (lines item / chunks * pack on, chunk item % chunks) for thread t of
+// the group (a.group threads), sub-chunk k of the ordered phases. The group's barrier separates
+// phases.
 template <typename T, typename I, int D>
 SW_HOST_DEVICE SW_INLINE void bins_phase(const BinsArgs<I, D>& a, int phase, int64_t item,
                                          int64_t k, int64_t t, void* slab) {
   using A = AccOf<T>;
-  const BinsSmem<A> m = bins_smem<A>(a, slab);
-  const int64_t line = item / a.chunks;
-  const int64_t s0 = (item % a.chunks) * a.chunk;
+  const BinsSmem<A, I> m = bins_smem<A>(a, slab);
+  const int64_t pk = a.chunks == 1 ? item : item / a.chunks;  // whole lines: no division
+  const int64_t line0 = pk * a.pack;
+  const int64_t cnt = a.lines - line0 < a.pack ? a.lines - line0 : a.pack;
+  const int64_t s0 = (item - pk * a.chunks) * a.chunk;
   const int64_t s1 = s0 + a.chunk < a.line_len ? s0 + a.chunk : a.line_len;
-  const Offsets<3, I> o = a.calc.get(I(line));
-  const int64_t g = a.group;
+  const int64_t g = a.group, n = a.n;
   const T* const src = static_cast<const T*>(a.src);
   const A val = a.has_value ? Conv<T>::load(value_as<T>(a.value)) : A{};
   const SrcScale<T> scale = src_scale<T>(a);
-  auto load = [&](int64_t s, A* x) {  // the bin of step s (-1: bad, never an address), *x
-    const int64_t v = load_index(a.index, o.v[kScatterIndex] + I(s) * a.index_dim_stride, a.idx64);
+  auto load = [&](int64_t j, int64_t s, A* x) {  // the bin of line j's step s (-1: bad), *x
+    const Offsets<3, I>& o = m.line[j];
+    const I at = o.v[kScatterIndex] + I(s) * a.index_dim_stride;
+    const int64_t v = a.shadow ? int64_t(a.shadow[at]) : load_index(a.index, at, a.idx64);
     *x = a.has_value ? val : scale(Conv<T>::load(src[o.v[kScatterSrc] + I(s) * a.src_dim_stride]));
-    return v < 0 || v >= a.n ? int64_t(-1) : v;
+    return v < 0 || v >= n ? int64_t(-1) : v;
   };
-  if (phase == kBinsInit) {
+  // The item's (line j, bin v) positions of thread t: bins at j * n + v, out at line j's offset
+  // + v * tds; rows of n bins, or (lines_fastest) rows of cnt lines.
+  auto each_bin = [&](auto&& f) {
+    const int64_t row = a.lines_fastest ? cnt : n;
+    BinsWalk w(t, g, row);
+    for (int64_t p = t; p < cnt * n; p += g, w.next()) {
+      if (a.lines_fastest)
+        f(w.s, w.j);
+      else
+        f(w.j, w.s);
+    }
+  };
+  if (phase == kBinsLines) {
+    for (int64_t j = t; j < cnt; j += g) m.line[j] = a.calc.get(I(line0 + j));
+  } else if (phase == kBinsInit) {
     const T* const out = static_cast<const T*>(a.out);
     const A start = a.split ? bins_neutral<A>(a.combine) : Ops<A>::identity(a.combine);
-    for (int64_t v = t; v < a.n; v += g) {
-      m.bins[v] = !a.split && a.include_self
-                      ? Conv<T>::load(out[o.v[kScatterOut] + I(v) * a.target_dim_stride])
-                      : start;
-      if (m.cnt) m.cnt[v] = 0;
-    }
+    each_bin([&](int64_t j, int64_t v) {
+      m.bins[j * n + v] =
+          !a.split && a.include_self
+              ? Conv<T>::load(out[m.line[j].v[kScatterOut] + I(v) * a.target_dim_stride])
+              : start;
+      if (m.cnt) m.cnt[j * n + v] = 0;
+    });
   } else if (phase == kBinsAcc) {
-    for (int64_t s = s0 + t; s < s1; s += g * kBinsUnroll) {
+    const int64_t len = s1 - s0, total = cnt * len;
+    BinsWalk w(t, g, len);
+    for (int64_t p = t; p < total; p += g * kBinsUnroll) {
       int64_t v[kBinsUnroll];
       A x[kBinsUnroll];
       SW_HOST_ZERO(x);
-      for (int u = 0; u < kBinsUnroll; ++u) v[u] = s + u * g < s1 ? load(s + u * g, &x[u]) : -1;
+      for (int u = 0; u < kBinsUnroll; ++u, w.next()) {
+        const int64_t bin = p + u * g < total ? load(w.j, s0 + w.s, &x[u]) : -1;
+        v[u] = bin < 0 ? -1 : w.j * n + bin;  // the bin's place among the item's pack x n
+      }
       for (int u = 0; u < kBinsUnroll; ++u) {
         if (v[u] < 0) continue;
         atomic_combine<A>(m.bins + v[u], x[u], a.combine);
@@ -252,27 +368,33 @@ SW_HOST_DEVICE SW_INLINE void bins_phase(const BinsArgs<I, D>& a, int phase, int
   } else if (phase == kBinsStage) {
     const int64_t s = s0 + k * kBinsWarp + t;
     A x{};
-    m.stage_v[t] = static_cast<int32_t>(s < s1 ? load(s, &x) : -1);
+    m.stage_v[t] = static_cast<int32_t>(s < s1 ? load(0, s, &x) : -1);
     m.stage_x[t] = x;
   } else if (phase == kBinsScan) {
-    for (int j = 0; j < kBinsWarp; ++j) {
-      const int32_t v = m.stage_v[j];
-      if (v < 0 || v % kBinsWarp != t) continue;
-      m.bins[v] = combine<A>(a.combine, m.bins[v], m.stage_x[j]);
-      if (m.cnt) ++m.cnt[v];
+    const uint32_t peers = stage_peers(m.stage_v, t);
+    const int32_t v = m.stage_v[t];
+    if (v < 0 || (peers & ((uint32_t(1) << t) - 1)) != 0) return;  // bad, or not the run's first
+    A r = m.bins[v];
+    int32_t c = 0;
+    for (int j = static_cast<int>(t); j < kBinsWarp; ++j) {
+      if (!(peers >> j & 1u)) continue;
+      r = combine<A>(a.combine, r, m.stage_x[j]);
+      ++c;
     }
-  } else if (!a.split) {  // kBinsDone, a whole line: out written once (finish_acc)
+    m.bins[v] = r;
+    if (m.cnt) m.cnt[v] += c;
+  } else if (!a.split) {  // kBinsDone, whole lines: out written once (finish_acc)
     T* const out = static_cast<T*>(a.out);
-    for (int64_t v = t; v < a.n; v += g) {
-      A r = m.bins[v];
-      if (finish_acc<T>(a.combine, a.include_self, m.cnt ? m.cnt[v] : 0, &r))
-        out[o.v[kScatterOut] + I(v) * a.target_dim_stride] = Conv<T>::store(r);
-    }
+    each_bin([&](int64_t j, int64_t v) {
+      A r = m.bins[j * n + v];
+      if (finish_acc<T>(a.combine, a.include_self, m.cnt ? m.cnt[j * n + v] : 0, &r))
+        out[m.line[j].v[kScatterOut] + I(v) * a.target_dim_stride] = Conv<T>::store(r);
+    });
   } else {  // kBinsDone, a chunk: its bins into the target, atomically
     A* const target = static_cast<A*>(a.out);
     const A neutral = bins_neutral<A>(a.combine);
-    for (int64_t v = t; v < a.n; v += g) {
-      const I at = o.v[kScatterOut] + I(v) * a.target_dim_stride;
+    for (int64_t v = t; v < n; v += g) {
+      const I at = m.line[0].v[kScatterOut] + I(v) * a.target_dim_stride;
       if (m.cnt) {
         if (m.cnt[v] == 0) continue;
         atomic_count_add(a.count + at, m.cnt[v]);
@@ -288,11 +410,12 @@ SW_HOST_DEVICE SW_INLINE void bins_phase(const BinsArgs<I, D>& a, int phase, int
 // then the group's barrier.
 template <typename I, int D, typename Each>
 SW_HOST_DEVICE SW_INLINE void bins_item(const BinsArgs<I, D>& a, int64_t item, Each&& each) {
+  each(kBinsLines, 0);
   each(kBinsInit, 0);
   if (!a.ordered) {
     each(kBinsAcc, 0);
   } else {
-    const int64_t s0 = (item % a.chunks) * a.chunk;
+    const int64_t s0 = (a.chunks == 1 ? 0 : item % a.chunks) * a.chunk;
     const int64_t len = (s0 + a.chunk < a.line_len ? s0 + a.chunk : a.line_len) - s0;
     for (int64_t k = 0; k * kBinsWarp < len; ++k) {
       each(kBinsStage, k);

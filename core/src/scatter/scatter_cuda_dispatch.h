@@ -5,7 +5,9 @@
 //  1. validate (ScatterPlan::index_elems: the index's distinct elements): records a bad value,
 //     raises the word;
 //  2. self -> out when not in place (ScatterPlan::copy), per unit;
-//  3. copy combine: put_elems (one thread per position) or put_lines (deterministic);
+//  3. copy combine: put_elems (one thread per position; the value form in deterministic mode
+//     too), or deterministic: zero -> claim -> claim_final over a word per out element
+//     (scatter_cuda_claim.h; put_lines where the claim's rule does not hold);
 //     accumulating combines without a workspace: acc_elems / acc_lines straight into out;
 //     with one (float16/bfloat16, mean, include_self = false): ws_init -> acc_elems /
 //     acc_lines into the workspace -> ws_final into out;
@@ -32,6 +34,7 @@
 #include <string>
 
 #include "scatter/scatter_cuda_bins.h"
+#include "scatter/scatter_cuda_claim.h"
 #include "scatter/scatter_cuda_launch.h"
 #include "scatter/scatter_cuda_rows.h"
 #include "scatter/scatter_cuda_sorted.h"
@@ -50,6 +53,7 @@ struct Launcher {
   const Abort& abort;
   Runner& runner;
   bool idx64 = args.index.dtype == DType::kInt64;
+  uint8_t* shadow = nullptr;  // validation writes it, the bins path reads it (WsLayout)
 
   Status validate() {
     const LoopPlan<1>& l = plan.index_elems;
@@ -58,6 +62,7 @@ struct Launcher {
       constexpr int D = decltype(dims)::value;
       ValidateArgs<I, D> v{args.index.data,         idx64, OffsetCalculator<1, I, D>(l),
                            static_cast<I>(l.numel), site,  abort};
+      v.shadow = shadow;
       runner.template validate<I, D>(v, grid_for(ceil_div(l.numel, kValidateUnroll)));
       return Status::kOk;
     });
@@ -78,7 +83,8 @@ struct Launcher {
   }
 
   Status put(int unit, int units) {
-    const bool lines = args.deterministic;
+    // The value form writes the same bits from every writer: deterministic in any order.
+    const bool lines = args.deterministic && !args.has_value;
     const LoopPlan<3>& l = lines ? plan.lines : plan.elems;
     const bool u32 = l.fits_int32 && units == 1 && plan.line_len <= kI32Max;
     return with_unit(unit, [&](auto ut) {
@@ -302,8 +308,8 @@ struct Launcher {
               int64_t tds) {
     const bool u32 = l.fits_int32 && plan.line_len <= kI32Max;
     const int64_t groups = bs.threads / bs.group;
-    const unsigned blocks = static_cast<unsigned>(
-        std::max<int64_t>(1, std::min(ceil_div(l.numel * bs.chunks, groups), kMaxBlocks)));
+    const unsigned blocks = static_cast<unsigned>(std::max<int64_t>(
+        1, std::min(ceil_div(ceil_div(l.numel, bs.pack) * bs.chunks, groups), kMaxBlocks)));
     return with_offsets(Buckets{}, u32, l.rank, [&](auto it, auto dims) {
       using I = typename decltype(it)::type;
       constexpr int D = decltype(dims)::value;
@@ -315,6 +321,7 @@ struct Launcher {
       p.line_len = plan.line_len;
       p.chunk = bs.chunk;
       p.chunks = bs.chunks;
+      p.pack = bs.pack;
       p.n = plan.out_dim_size;
       p.target_dim_stride = static_cast<I>(tds);
       p.index_dim_stride = static_cast<I>(plan.index_dim_stride);
@@ -324,6 +331,8 @@ struct Launcher {
       p.counts = bs.counts;
       p.ordered = bs.ordered;
       p.split = bs.split;
+      p.lines_fastest = tds != 1 && bs.pack > 1;
+      p.shadow = shadow;
       p.abort = abort;
       runner.template bins<T, I, D>(p, blocks, bs.threads, bs.smem_bytes);
       return Status::kOk;
@@ -377,8 +386,23 @@ WsLayout call_layout(const ScatterArgs& a, const ScatterPlan& p, PathChoice choi
   if (sort_temp) *sort_temp = 0;
   if (!s.use) {
     const BinsShape b = call_bins(a, p, choice);
-    if (b.use) return b.split ? ws_layout(a) : WsLayout{};  // whole lines: none
+    if (b.use) {  // whole lines: the shadow only; chunks: the accumulator too
+      WsLayout w = b.split ? ws_layout(a) : WsLayout{};
+      w.shadow_bytes = bins_shadow_bytes(a, b, p.out_dim_size);
+      if (w.shadow_bytes > 0) {
+        w.needed = true;
+        w.shadow_at = w.total;
+        w.total += align256(w.shadow_bytes);
+      }
+      return w;
+    }
     if (call_tile(a, p, choice).use) return WsLayout{};
+    if (claim_use(a, p, choice, elem_size(a.out.dtype))) {  // misaligned: sized, not used
+      WsLayout w;
+      w.needed = true;
+      w.total = claim_bytes(a);
+      return w;
+    }
   }
   const int64_t t = s.use ? runner.sort_temp_bytes(s) : 0;
   if (sort_temp) *sort_temp = t;
@@ -435,6 +459,7 @@ Status run_scatter(const ScatterArgs& args, const ScatterPlan& plan, void* works
   }
 
   Launcher<Runner> L{args, plan, site, abort, runner};
+  if (w.shadow_bytes > 0) L.shadow = static_cast<uint8_t*>(workspace) + w.shadow_at;
   Status st = Status::kOk;
   if (plan.elems.numel > 0) st = L.validate();
   if (st == Status::kOk && !plan.in_place && plan.copy.numel > 0) st = L.copy(unit, esize / unit);
@@ -446,7 +471,9 @@ Status run_scatter(const ScatterArgs& args, const ScatterPlan& plan, void* works
     return st;
   }
   if (!accumulates) {
-    // deterministic copies took the segment path above; kNever ("plain") keeps put_elems.
+    // deterministic copies: a shared index took the segment path above, an index per element
+    // claims its targets (scatter_cuda_claim.h); kNever ("plain") keeps put_elems / put_lines.
+    if (claim_use(args, plan, choice, unit)) return run_claim(args, plan, abort, runner, workspace);
     const int v = choice != PathChoice::kNever && index_shared(args) ? L.seg_vec(esize, 1) : 1;
     if (unit == esize && v > 1) return L.rows_put(v);
     return L.put(unit, esize / unit);

@@ -66,6 +66,11 @@ struct ValidateArgs {
   I numel;
   ScatterSite site;
   Abort abort;
+  // Null, or the index's shadow: one byte per index storage element, each visited value
+  // written at its own offset (site.size <= 256). The bins path reads it instead of the index:
+  // the index is read once (here) and the shadow's bytes twice, instead of the index twice
+  // (last_add_64: 1.07 GB of int64 index against 2 x 0.13 GB).
+  uint8_t* shadow = nullptr;
 };
 
 // Finds this thread's first bad value (lowest index_elems position it visits); the kernel
@@ -82,9 +87,11 @@ SW_HOST_DEVICE SW_INLINE void validate_thread(const ValidateArgs<I, D>& a, I blo
   const I step = grid * I(kThreads);
   for (I i = block * I(kThreads) + thread; i < a.numel; i += I(kValidateUnroll) * step) {
     int64_t v[kValidateUnroll];
+    I off[kValidateUnroll];
     for (int u = 0; u < kValidateUnroll; ++u) {
       const I j = i + I(u) * step;
-      v[u] = j < a.numel ? load_index(a.index, a.calc.get(j).v[0], a.idx64) : 0;
+      off[u] = j < a.numel ? a.calc.get(j).v[0] : I(0);
+      v[u] = j < a.numel ? load_index(a.index, off[u], a.idx64) : 0;
     }
     for (int u = 0; u < kValidateUnroll; ++u) {
       const I j = i + I(u) * step;
@@ -93,6 +100,9 @@ SW_HOST_DEVICE SW_INLINE void validate_thread(const ValidateArgs<I, D>& a, I blo
         return;
       }
     }
+    if (a.shadow)
+      for (int u = 0; u < kValidateUnroll; ++u)
+        if (i + I(u) * step < a.numel) a.shadow[off[u]] = static_cast<uint8_t>(v[u]);
   }
 }
 

@@ -25,6 +25,8 @@ struct WsLayout : SortLayout {
   bool sorted = false;  // the sorted path's parts instead: the SortLayout base, then the carry
   SortShape sort;
   int64_t carry_at = 0;
+  int64_t shadow_at = 0;  // the bins path's index shadow (scatter_cuda_bins.h), after the rest
+  int64_t shadow_bytes = 0;
 };
 
 // `sort`: the call's sort_shape; sort_temp: CUB's temporary bytes for it.

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -186,41 +187,50 @@ struct ScatterHostRunner {
     }
   }
   // Each item of each group of each block: the phases in order (bins_item), each for every
-  // thread of the group, over a fresh poisoned slab. Groups are independent (own slab, own
-  // items), so they run one after another.
+  // thread of the group, over a fresh poisoned slab followed by a poisoned guard (an item that
+  // writes past its slab_bytes fails the test). Groups are independent (own slab, own items),
+  // so they run one after another.
   template <typename T, typename I, int D>
   void bins(const cs::BinsArgs<I, D>& a, unsigned blocks, int threads, int64_t smem) {
-    launches.push_back(a.split ? "bins_split" : a.ordered ? "bins_ordered" : "bins");
+    launches.push_back(a.split      ? "bins_split"
+                       : a.ordered  ? "bins_ordered"
+                       : a.pack > 1 ? "bins_packed"
+                                    : "bins");
     const unsigned g = grid(blocks);
     const int64_t groups = threads / a.group;
     EXPECT_EQ(groups * a.slab_bytes, smem);
-    std::vector<unsigned char> mem(static_cast<size_t>(a.slab_bytes) + 16);
-    void* slab = mem.data() + (16 - cs::addr(mem.data()) % 16) % 16;
+    constexpr size_t kGuard = 64;
+    std::vector<unsigned char> mem(static_cast<size_t>(a.slab_bytes) + 16 + kGuard);
+    unsigned char* slab = mem.data() + (16 - cs::addr(mem.data()) % 16) % 16;
     for (unsigned b = 0; b < g; ++b) {
       if (cs::aborted(a.abort)) {
         ++blocks_skipped;
         continue;
       }
       for (int64_t gi = 0; gi < groups; ++gi) {
-        for (int64_t item = b * groups + gi; item < a.lines * a.chunks; item += g * groups) {
+        for (int64_t item = b * groups + gi; item < cs::bins_items(a); item += g * groups) {
           std::fill(mem.begin(), mem.end(), 0xEE);
           cs::bins_item(a, item, [&](int phase, int64_t k) {
             for (int64_t j = 0; j < a.group; ++j)
               cs::bins_phase<T>(a, phase, item, k, reverse ? a.group - 1 - j : j, slab);
           });
+          const unsigned char* guard = slab + a.slab_bytes;
+          EXPECT_TRUE(std::all_of(guard, guard + kGuard, [](unsigned char c) { return c == 0xEE; }))
+              << "bins item " << item << " wrote past its " << a.slab_bytes << "-byte slab";
         }
       }
     }
   }
   template <typename I, int D>
   void validate(const cs::ValidateArgs<I, D>& a, unsigned blocks) {
-    run("validate", nullptr, blocks, [&](unsigned b, unsigned t, unsigned g) {
-      cs::BadIndex bad;
-      cs::validate_thread(a, I(b), I(t), I(g), bad);
-      if (!bad.any) return;
-      *a.abort.word = a.abort.gen;
-      if (!first.any) first = bad;
-    });
+    run(a.shadow ? "validate_shadow" : "validate", nullptr, blocks,
+        [&](unsigned b, unsigned t, unsigned g) {
+          cs::BadIndex bad;
+          cs::validate_thread(a, I(b), I(t), I(g), bad);
+          if (!bad.any) return;
+          *a.abort.word = a.abort.gen;
+          if (!first.any) first = bad;
+        });
   }
   template <typename U, typename I, int D>
   void copy(const cs::CopyArgs<I, D>& a, unsigned blocks) {
@@ -236,6 +246,21 @@ struct ScatterHostRunner {
   void put_lines(const cs::PutArgs<I, D>& a, unsigned blocks) {
     run("put_lines", &a.abort, blocks,
         [&](unsigned b, unsigned t, unsigned g) { cs::put_lines_thread<U>(a, I(b), I(t), I(g)); });
+  }
+  template <typename U, typename I, int D>
+  void claim(const cs::ClaimArgs<I, D>& a, unsigned blocks) {
+    run("claim", &a.abort, blocks,
+        [&](unsigned b, unsigned t, unsigned g) { cs::claim_thread<U>(a, b, t, g); });
+  }
+  template <typename U, typename I, int D>
+  void claim_final(const cs::ClaimFinalArgs<I, D>& a, unsigned blocks) {
+    run("claim_final", &a.abort, blocks, [&](unsigned b, unsigned t, unsigned g) {
+      cs::claim_final_thread<U>(a, I(b), I(t), I(g));
+    });
+  }
+  void zero(void* p, int64_t bytes) {
+    launches.push_back("zero");
+    std::memset(p, 0, static_cast<size_t>(bytes));
   }
   template <typename T, typename I, int D>
   void acc_elems(const cs::AccArgs<I, D>& a, unsigned blocks) {

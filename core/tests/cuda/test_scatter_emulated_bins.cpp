@@ -33,7 +33,7 @@ bool ran_bins(const std::vector<std::string>& l, const char* name) {
 TEST(ScatterEmulated, BinsPathRandomLayouts) {
   const uint64_t seed = swt::test_seed();
   swt::Rng rng(seed);
-  int failures = 0, whole = 0, split = 0, ordered = 0;
+  int failures = 0, whole = 0, packed = 0, split = 0, ordered = 0, shadowed = 0;
   for (int i = 0; i < 1200 && failures < 5; ++i) {
     ScatterCaseOpts o;
     o.max_size = 7;
@@ -51,17 +51,54 @@ TEST(ScatterEmulated, BinsPathRandomLayouts) {
     std::vector<std::string> ran;
     const auto r = scatter_emulated_matches(c, seed, cap, ch, &ran);
     EXPECT_TRUE(r) << "iteration " << i;
-    const bool took =
-        ran_bins(ran, "bins") || ran_bins(ran, "bins_split") || ran_bins(ran, "bins_ordered");
+    const bool took = ran_bins(ran, "bins") || ran_bins(ran, "bins_packed") ||
+                      ran_bins(ran, "bins_split") || ran_bins(ran, "bins_ordered");
     EXPECT_EQ(took, bs.use && plan.elems.numel > 0) << "iteration " << i << "\n" << c.describe();
     failures += r ? 0 : 1;
     whole += ran_bins(ran, "bins");
+    packed += ran_bins(ran, "bins_packed");
+    shadowed += ran_bins(ran, "validate_shadow");
+    // Every bins call here has n <= 7: validation writes the shadow the bins read.
+    EXPECT_TRUE(!took || ran_bins(ran, "validate_shadow")) << "iteration " << i;
     split += ran_bins(ran, "bins_split");
     ordered += ran_bins(ran, "bins_ordered");
   }
-  EXPECT_GT(whole, 100);
+  EXPECT_GT(shadowed, 300);
+  EXPECT_GT(whole, 50);
+  EXPECT_GT(packed, 100);
   EXPECT_GT(split, 100);
   EXPECT_GT(ordered, 50);
+}
+
+// Out's dim past the shadow's 256 values: the bins read the index itself (and a histogram's
+// chunks with a shadow or without), against the reference.
+TEST(ScatterEmulated, BinsPathWideLines) {
+  const uint64_t seed = swt::test_seed();
+  swt::Rng rng(seed);
+  int with = 0, without = 0;
+  for (int i = 0; i < 120; ++i) {
+    ScatterCaseOpts o;
+    o.random_dtype = false;
+    o.dtype = swt::coin(rng, 0.5) ? DType::kFloat32 : DType::kInt32;
+    o.combine = static_cast<int>(swt::coin(rng, 0.7) ? Combine::kAdd : Combine::kMean);
+    o.rank = 1;
+    o.max_size = 600;
+    ScatterCase c = random_scatter_case(rng, o);
+    if (swt::coin(rng, 0.1)) plant_bad_index(rng, c);
+    std::vector<std::string> ran;
+    const cs::PathChoice ch =
+        swt::coin(rng, 0.5) ? cs::PathChoice::kBins : cs::PathChoice::kBinsSplit;
+    EXPECT_TRUE(scatter_emulated_matches(c, seed, 0, ch, &ran)) << "iteration " << i;
+    const bool took = ran_bins(ran, "bins") || ran_bins(ran, "bins_split") ||
+                      ran_bins(ran, "bins_ordered") || ran_bins(ran, "bins_packed");
+    if (!took) continue;
+    const bool shadow = ran_bins(ran, "validate_shadow");
+    EXPECT_EQ(shadow, c.args().out.sizes[0] <= 256) << "iteration " << i;
+    with += shadow;
+    without += !shadow;
+  }
+  EXPECT_GT(with, 15);
+  EXPECT_GT(without, 15);
 }
 
 // Deterministic mode with arbitrary floats: each bin combines its values in index order
@@ -101,6 +138,24 @@ TEST(ScatterEmulated, BinsOrderedIsIndexOrder) {
   EXPECT_GT(checked, 100);
 }
 
+// BinsWalk, every position: for every grid of lines x steps and group size, the walk from each
+// thread's first position visits (p / len, p % len) at p, p + g, p + 2g, ...
+TEST(ScatterEmulated, BinsWalkVisitsEveryPosition) {
+  for (int64_t len = 1; len <= 40; ++len)
+    for (int64_t g : {1, 3, 7, 32, 256})
+      for (int64_t t = 0; t < g; ++t) {
+        cs::BinsWalk w(t, g, len);
+        for (int64_t p = t; p < 50 * len; p += g, w.next())
+          ASSERT_TRUE(w.j == p / len && w.s == p % len)
+              << "len " << len << " g " << g << " p " << p << ": (" << w.j << ", " << w.s << ")";
+      }
+  // Past 31 bits: the 64-bit start.
+  const int64_t big = (int64_t(1) << 33) + 7, len = 3000000019;
+  cs::BinsWalk w(big, 256, len);
+  for (int64_t p = big; p < big + 100 * 256; p += 256, w.next())
+    ASSERT_TRUE(w.j == p / len && w.s == p % len) << p;
+}
+
 // bins_shape's rule on the shapes, over views at fake addresses (nothing touched).
 TEST(ScatterEmulated, BinsRule) {
   auto args = [](DType dt, const std::vector<int64_t>& osz, const std::vector<int64_t>& isz,
@@ -135,24 +190,32 @@ TEST(ScatterEmulated, BinsRule) {
     return cs::call_bins(a, p, cs::PathChoice::kAuto);
   };
   const int64_t M = int64_t(1) << 20;
-  // A million rows of 128 values into 64 bins: whole lines, a warp each, 8 per block.
+  // A million rows of 128 values into 64 bins: whole lines, 16 to a block's item (2048 steps),
+  // their bins and line table in one slab.
   cs::BinsShape s = shape(args(DType::kFloat32, {M, 64}, {M, 128}, {}, 1, Combine::kAdd, true));
   EXPECT_TRUE(s.use && !s.split && !s.ordered && !s.counts);
-  EXPECT_EQ(s.group, 32);
+  EXPECT_EQ(s.pack, 16);
+  EXPECT_EQ(s.group, 256);
   EXPECT_EQ(s.threads, 256);
-  EXPECT_EQ(s.slab_bytes, 64 * 4);
+  EXPECT_EQ(s.slab_bytes, 16 * 64 * 4 + 16 * 24);
+  // 1024 bins per 1024-step row: two lines an item (2048 steps, 8 KB of bins).
+  s = shape(args(DType::kFloat32, {65536, 1024}, {65536, 1024}, {}, 1, Combine::kAdd, true));
+  EXPECT_TRUE(s.use && s.pack == 2 && s.group == 256);
+  s = shape(args(DType::kFloat32, {4096, 16}, {4096, 16}, {}, 1, Combine::kAdd, true));
+  EXPECT_TRUE(s.use && s.pack == 2);  // 4096 lines: two to an item keeps 2048 items
   // amax: float32 in out by atomics (their CAS skips most writes); bfloat16 (a float32
   // workspace otherwise) in bins.
   EXPECT_FALSE(shape(args(DType::kFloat32, {M, 64}, {M, 128}, {}, 1, Combine::kMax, true)).use);
   EXPECT_TRUE(shape(args(DType::kBFloat16, {M, 64}, {M, 128}, {}, 1, Combine::kMax, true)).use);
   // mean: counts; deterministic: ordered, with the stage.
   s = shape(args(DType::kBFloat16, {M, 64}, {M, 128}, {}, 1, Combine::kMean, false));
-  EXPECT_TRUE(s.use && s.counts && s.slab_bytes == 64 * 4 * 2);
+  EXPECT_TRUE(s.use && s.counts && s.pack == 16);
+  EXPECT_EQ(s.slab_bytes, 16 * 64 * 4 * 2 + 16 * 24);
   ScatterArgs d = args(DType::kFloat32, {M, 64}, {M, 128}, {}, 1, Combine::kAdd, true);
   d.deterministic = true;
   s = shape(d);
-  EXPECT_TRUE(s.use && s.ordered && !s.split && s.group == 32);
-  EXPECT_EQ(s.slab_bytes, 64 * 4 + 32 * 4 + 32 * 4);
+  EXPECT_TRUE(s.use && s.ordered && !s.split && s.group == 32 && s.pack == 1);
+  EXPECT_EQ(s.slab_bytes, 64 * 4 + 32 * 4 + 32 * 4 + 32);
   // A histogram: 16M values into 4096 bins, one line cut into chunks of 4 x 4096 steps (not
   // the kBinsItems chunks that fill the GPU: the flush would be as many atomics as the
   // values'), a block per chunk.
@@ -162,7 +225,8 @@ TEST(ScatterEmulated, BinsRule) {
   EXPECT_EQ(s.chunk, 4 * 4096);
   EXPECT_EQ(s.chunks, E / (4 * 4096));
   EXPECT_EQ(s.group, 256);
-  EXPECT_EQ(s.smem_bytes, 4096 * 4);
+  EXPECT_EQ(s.pack, 1);
+  EXPECT_EQ(s.smem_bytes, 4096 * 4 + 32);
   // ... into a million bins: the bins do not fit (the atomics kernel).
   EXPECT_FALSE(shape(args(DType::kFloat32, {M}, {E}, {}, 0, Combine::kAdd, true)).use);
   // Deterministic histogram: not here (the segment path sorts it, in index order).
@@ -183,12 +247,34 @@ TEST(ScatterEmulated, BinsRule) {
   // Bins that overflow a block's shared memory even one group at a time: no.
   EXPECT_FALSE(
       shape(args(DType::kFloat64, {256, 8192}, {256, 32768}, {}, 1, Combine::kAdd, true)).use);
-  // The whole-line path needs no workspace even for float16 (rounded once, in the bins).
+  // The whole-line path needs no accumulator even for float16 (rounded once, in the bins): its
+  // workspace is the index shadow, a byte per index element (64 bins < 256).
   const ScatterArgs h = args(DType::kFloat16, {M, 64}, {M, 128}, {}, 1, Combine::kAdd, true);
   ASSERT_EQ(stridewise::plan_scatter(h, &p, &e), Status::kOk);
   ScatterHostRunner r;
-  EXPECT_EQ(cs::call_layout(h, p, cs::PathChoice::kAuto, r).total, 0);
+  cs::WsLayout w = cs::call_layout(h, p, cs::PathChoice::kAuto, r);
+  EXPECT_EQ(w.shadow_at, 0);
+  EXPECT_EQ(w.shadow_bytes, M * 128);
+  EXPECT_EQ(w.total, cs::align256(M * 128));
   EXPECT_GT(cs::call_layout(h, p, cs::PathChoice::kNever, r).total, 0);
+  EXPECT_EQ(cs::call_layout(h, p, cs::PathChoice::kNever, r).shadow_bytes, 0);
+  // 1024 bins: no shadow (values past a byte), no workspace.
+  const ScatterArgs k =
+      args(DType::kFloat32, {65536, 1024}, {65536, 1024}, {}, 1, Combine::kAdd, true);
+  ASSERT_EQ(stridewise::plan_scatter(k, &p, &e), Status::kOk);
+  EXPECT_EQ(cs::call_layout(k, p, cs::PathChoice::kAuto, r).total, 0);
+  // A histogram's chunks: the float32 accumulator is out itself; the shadow of an expanded
+  // index covers its storage (one element per 16M steps here), after the rest.
+  const ScatterArgs x = args(DType::kFloat16, {4096}, {E}, {}, 0, Combine::kAdd, true);
+  ASSERT_EQ(stridewise::plan_scatter(x, &p, &e), Status::kOk);
+  w = cs::call_layout(x, p, cs::PathChoice::kAuto, r);
+  EXPECT_EQ(w.shadow_bytes, 0);  // 4096 bins
+  const ScatterArgs y = args(DType::kFloat16, {200}, {E}, {}, 0, Combine::kAdd, true);
+  ASSERT_EQ(stridewise::plan_scatter(y, &p, &e), Status::kOk);
+  w = cs::call_layout(y, p, cs::PathChoice::kAuto, r);
+  EXPECT_EQ(w.shadow_bytes, E);
+  EXPECT_EQ(w.shadow_at, cs::align256(200 * 4));  // after float16's float32 accumulator
+  EXPECT_EQ(w.total, w.shadow_at + cs::align256(E));
 }
 
 }  // namespace

@@ -1,0 +1,107 @@
+// The CUDA scatter's deterministic copy (scatter_cuda_claim.h) on the host, as in
+// test_scatter_emulated.cpp: random layouts in deterministic mode under a reversed schedule
+// (blocks and threads last first, so a plain "last store wins" would keep the first writer of
+// each target), the result equal to the index-order reference bit for bit; the rule; the value
+// form's plain put. Needs no GPU, never skips.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "scatter_test_util.h"
+
+namespace swct {
+namespace {
+
+using stridewise::Combine;
+using stridewise::DType;
+using stridewise::ErrorDetail;
+using stridewise::ScatterPlan;
+using stridewise::Status;
+
+bool ran(const std::vector<std::string>& l, const char* name) {
+  return std::find(l.begin(), l.end(), name) != l.end();
+}
+
+TEST(ScatterEmulated, DeterministicCopyClaimsInIndexOrder) {
+  const uint64_t seed = swt::test_seed();
+  swt::Rng rng(seed);
+  int claimed = 0, lines = 0, failures = 0;
+  for (int i = 0; i < 1500 && failures < 5; ++i) {
+    ScatterCaseOpts o;
+    o.combine = static_cast<int>(Combine::kCopy);
+    o.deterministic = 1;
+    o.has_value = 0;
+    o.max_size = swt::coin(rng, 0.5) ? 4 : 9;  // long lines: several writers per target
+    o.rank = static_cast<int>(swt::rand_int(rng, 1, 4));
+    ScatterCase c = random_scatter_case(rng, o);
+    if (swt::coin(rng, 0.1)) plant_bad_index(rng, c);
+    int64_t bad = 0;
+    const std::vector<unsigned char> want = reference_scatter(c, &bad, nullptr);
+    ScatterPlan plan;
+    ErrorDetail e;
+    ASSERT_EQ(stridewise::plan_scatter(c.args(), &plan, &e), Status::kOk) << e.message;
+    const bool shared = cs::index_shared(c.args()) && plan.line_len >= 2;
+    const int esize = stridewise::elem_size(c.args().out.dtype);
+    ScatterHostRunner r;
+    r.reverse = true;
+    const Status st = emulate_scatter(c.args(), r, &e);
+    ASSERT_EQ(st, bad ? Status::kIndexOutOfRange : Status::kOk) << c.describe();
+    if (plan.elems.numel == 0) continue;
+    // Whole elements only: a view misaligned for its element moves in smaller units.
+    const auto a = c.args();
+    const bool aligned =
+        (cs::addr(a.out.data) | cs::addr(a.self.data) | cs::addr(a.src.data)) % uint64_t(esize) ==
+        0;
+    const bool expect_claim = !shared && esize <= 4 && aligned;
+    EXPECT_EQ(ran(r.launches, "claim"), expect_claim) << "iteration " << i << "\n" << c.describe();
+    EXPECT_EQ(ran(r.launches, "put_lines"), !shared && !expect_claim) << c.describe();
+    claimed += ran(r.launches, "claim");
+    lines += ran(r.launches, "put_lines");
+    const std::string diff = compare_out(c, c.out.base(), want, nullptr);
+    EXPECT_EQ(diff, "") << "iteration " << i << "\n" << c.describe();
+    failures += diff.empty() ? 0 : 1;
+  }
+  EXPECT_GT(claimed, 400);
+  EXPECT_GT(lines, 100);
+}
+
+// The value form writes one value from every writer: put_elems, deterministic in any order;
+// kNever keeps the lines walk for src copies (benchmarks' before).
+TEST(ScatterEmulated, DeterministicCopyRule) {
+  swt::Rng rng(swt::test_seed());
+  int checked = 0;
+  for (int i = 0; i < 200; ++i) {
+    ScatterCaseOpts o;
+    o.combine = static_cast<int>(Combine::kCopy);
+    o.deterministic = 1;
+    o.random_dtype = false;
+    o.dtype = DType::kFloat32;
+    o.rank = 2;
+    o.has_value = i % 2;
+    ScatterCase c = random_scatter_case(rng, o);
+    ScatterPlan plan;
+    ErrorDetail e;
+    ASSERT_EQ(stridewise::plan_scatter(c.args(), &plan, &e), Status::kOk);
+    if (plan.elems.numel == 0 || cs::index_shared(c.args())) continue;
+    ++checked;
+    EXPECT_EQ(cs::claim_use(c.args(), plan, cs::PathChoice::kAuto, 4), !c.has_value);
+    EXPECT_FALSE(cs::claim_use(c.args(), plan, cs::PathChoice::kNever, 4));
+    EXPECT_FALSE(cs::claim_use(c.args(), plan, cs::PathChoice::kAuto, 2));  // misaligned units
+    ScatterHostRunner r;
+    ASSERT_EQ(emulate_scatter(c.args(), r, &e), Status::kOk);
+    EXPECT_EQ(ran(r.launches, "put_elems"), c.has_value) << c.describe();
+    ScatterHostRunner n;
+    n.path = cs::PathChoice::kNever;
+    ASSERT_EQ(emulate_scatter(c.args(), n, &e), Status::kOk);
+    EXPECT_EQ(ran(n.launches, "put_lines"), !c.has_value);
+    // The workspace: one word per out element when the claim runs, none otherwise.
+    EXPECT_EQ(cs::call_layout(c.args(), plan, cs::PathChoice::kAuto, r).total,
+              c.has_value ? 0 : cs::claim_bytes(c.args()));
+  }
+  EXPECT_GT(checked, 50);
+}
+
+}  // namespace
+}  // namespace swct
