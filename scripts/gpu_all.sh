@@ -29,7 +29,7 @@
 #           benchadv (advanced indexing, take, put: bench/bench_adv.py, BENCH_ADV_ARGS; FlagGems in
 #           the same run when the carried .whl holds it, see the wheels phase); benchadvvar
 #           (bench_adv with each k-index path forced: INDEX_K_PATHS, BENCHADVVAR_ARGS)
-#           buildlib hostbench benchvar benchscattervar ncu ncuscatter   (not in the default
+#           buildlib hostbench benchvar benchscattervar ncu ncuscatter sangtest   (not in the default
 #           list: buildlib builds only the library, for a benchmark-only run; the others profile;
 #           benchscattervar: the scatter benchmark with each path forced, SCATTER_PATHS and
 #           BENCHSCATTERVAR_ARGS)
@@ -252,6 +252,20 @@ phase_sanitize() {  # memcheck; the caching allocator would hide out-of-bounds a
 phase_racecheck() {  # racecheck: shared memory (tile buffers, the block's report claim, ...)
   san_passes racecheck
 }
+phase_sangtest() {  # memcheck, then racecheck, over the CUDA gtests of SANITIZE_FILTER alone (no
+  # pytest passes, no known-issue repro): a short run's verdict on the kernels those tests drive
+  local rc=0 tool extra
+  for tool in memcheck racecheck; do
+    extra=()
+    [[ $tool == racecheck ]] && extra=(--racecheck-report all)
+    STRIDEWISE_SANITIZER=$tool compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 99 \
+      "$CUDA_TESTS" --gtest_filter="${SANITIZE_FILTER:-ScatterCuda.*}" >"$LOG/sangtest_$tool.log" 2>&1 ||
+      rc=1
+    echo "$tool: $(grep -a -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOG/sangtest_$tool.log" | tail -n 1);" \
+      "$(san_last_line "$LOG/sangtest_$tool.log")"
+  done
+  return $rc
+}
 
 phase_bench() {  # phase_bench gather|scatter RUN: the benchmark into logs/bench_RUN, then
   # bench/drift.py: against the committed table (docs/bench_NAME.md) and, for a second run in
@@ -404,6 +418,7 @@ for phase in $PHASES; do
     sanitize)
       run_phase sanitize 900 bash -c phase_sanitize ;;
     racecheck) run_phase racecheck 900 bash -c phase_racecheck ;;
+    sangtest) run_phase sangtest 600 bash -c phase_sangtest ;;
     audit) run_phase audit 600 bash -c phase_audit ;;
     wheels) run_phase wheels 120 bash -c phase_wheels || stop="wheels not installed" ;;
     auditfg) run_phase auditfg "${FG_LIMIT:-1500}" bash -c phase_auditfg ;;
