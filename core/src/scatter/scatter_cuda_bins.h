@@ -9,10 +9,12 @@
 //  init:  the bins from out (include_self, whole lines) or the combine's neutral value;
 //  acc:   every step of the item, consecutive steps on consecutive threads (contiguous index
 //         rows are read coalesced, across the item's lines too), combined into its bin by a
-//         shared-memory atomic; or, in deterministic mode, ordered: steps staged kBinsWarp at a
-//         time, then each run of staged steps with one bin is combined in step order by its
-//         first lane (__match_any_sync finds the run; no atomics: each bin sees its values in
-//         index order, as the CPU combines them);
+//         shared-memory atomic; or, in deterministic mode, ordered: each warp of the group owns
+//         the item's lines j = warp (mod warps) and stages kBinsDepth rounds of kBinsWarp of
+//         their steps at a time (all loads in flight together), then round by round each run
+//         of staged steps with one bin is combined in step order by its first lane
+//         (__match_any_sync finds the run; no atomics: each bin sees its values in index
+//         order, as the CPU combines them);
 //  done:  a whole line writes its column once (finish_acc, as the tile path); a chunk combines
 //         its bins into the target by global atomics (out itself for 4-/8-byte types without
 //         counts, else the workspace's accumulator and counts, which ws_init / ws_final wrap).
@@ -42,6 +44,8 @@ namespace cuda_scatter {
 constexpr int kBinsThreads = 256;  // threads per block (a group: 32 threads, or all of them)
 constexpr int kBinsWarp = 32;      // threads per group when lines are short; ordered mode's
 constexpr int kBinsUnroll = 4;     // independent index/src loads in flight per thread (acc)
+constexpr int kBinsDepth = 4;      // ordered: rounds of kBinsWarp steps staged per warp at once
+constexpr int kBinsStageSteps = kBinsWarp * kBinsDepth;
 constexpr int64_t kBinsSmemBytes = 48 * 1024;  // per block: no opt-in above the default
 // Items wanted over the call (the H200: 132 SMs x 8 blocks of 256 threads = 1056 groups of a
 // block): a call with fewer lines cuts them into chunks (flushed by atomics) to reach it, but
@@ -78,7 +82,7 @@ struct BinsShape {
   int threads = kBinsThreads;  // per block: groups of `group` threads
   int64_t chunk = 0;           // steps per item (line_len when not split)
   int64_t chunks = 1;          // items per line
-  int64_t pack = 1;            // whole lines per item (> 1: neither split nor ordered)
+  int64_t pack = 1;            // whole lines per item (> 1: not split)
   int64_t slab_bytes = 0;      // shared memory per group (bins, counts, stage), 16-aligned
   int64_t smem_bytes = 0;      // per block
 };
@@ -97,13 +101,14 @@ inline int64_t bins_shadow_bytes(const ScatterArgs& a, const BinsShape& s, int64
   return extent;
 }
 
-// Shared memory per group: pack x n bins of `acc` bytes, pack x n counts, (ordered) the stage:
-// kBinsWarp bin numbers (int32) and values, and the item's line table.
+// Shared memory per group: pack x n bins of `acc` bytes, pack x n counts, (ordered) each warp's
+// stage: kBinsStageSteps bin numbers (int32) and values, and the item's line table.
 SW_HOST_DEVICE SW_INLINE int64_t bins_slab_bytes(int64_t n, int acc, bool counts, bool ordered,
-                                                 int64_t pack = 1) {
+                                                 int64_t pack = 1, int64_t warps = 1) {
   const int64_t bins = align16(pack * n * acc);
   const int64_t cnt = counts ? align16(pack * n * 4) : 0;
-  const int64_t stage = ordered ? align16(kBinsWarp * 4) + align16(kBinsWarp * int64_t(acc)) : 0;
+  const int64_t stage =
+      ordered ? align16(warps * kBinsStageSteps * 4) + align16(warps * kBinsStageSteps * acc) : 0;
   return bins + cnt + stage + align16(pack * kBinsLineBytes);
 }
 
@@ -114,10 +119,10 @@ SW_HOST_DEVICE SW_INLINE int64_t bins_slab_bytes(int64_t n, int acc, bool counts
 // chunk of at least n steps split: else most bins are initialized and written back for
 // nothing; the atomics kernel touches only what it adds to). The rest, always:
 //  - an accumulating combine, not a complex multiply;
-//  - deterministic: whole lines only, ordered (kBinsWarp threads per line);
+//  - deterministic: whole lines only, ordered (a warp per line, lines packed as below);
 //  - the bins of one group fit kBinsSmemBytes.
 // Shape: as many chunks per line as reach kBinsItems items (chunks of at least max(4 n, 2048)
-// steps; deterministic: 1); whole lines unordered packed `pack` to an item (kBinsPack* above;
+// steps; deterministic: 1); whole lines packed `pack` to an item (kBinsPack* above;
 // forced kBins: without the kBinsItems bound, but at most half the lines, so that one line is
 // a warp's item again); a group of kBinsWarp threads for unpacked items of at most 2048 steps,
 // else the whole block.
@@ -158,7 +163,7 @@ inline BinsShape bins_shape(const ScatterArgs& a, const ScatterPlan& p, PathChoi
   }
   if (!s.split) s.chunk = p.line_len, s.chunks = 1;
   if (choice == PathChoice::kAuto && (s.split ? s.chunk < n : 4 * p.line_len < n)) return s;
-  if (!s.split && !s.ordered) {
+  if (!s.split) {
     const int64_t line_bytes = n * acc_bytes + (s.counts ? n * 4 : 0);
     int64_t pack = kBinsPackSteps / p.line_len;
     pack = pack < kBinsMaxPack ? pack : kBinsMaxPack;
@@ -167,8 +172,8 @@ inline BinsShape bins_shape(const ScatterArgs& a, const ScatterPlan& p, PathChoi
     if (pack > fill) pack = fill;
     if (pack > 1) s.pack = pack;
   }
-  s.group = s.ordered || (s.pack == 1 && s.chunk <= 2048) ? kBinsWarp : kBinsThreads;
-  s.slab_bytes = bins_slab_bytes(n, acc_bytes, s.counts, s.ordered, s.pack);
+  s.group = s.pack == 1 && (s.ordered || s.chunk <= 2048) ? kBinsWarp : kBinsThreads;
+  s.slab_bytes = bins_slab_bytes(n, acc_bytes, s.counts, s.ordered, s.pack, s.group / kBinsWarp);
   int64_t groups = kBinsThreads / s.group;
   while (groups > 1 && groups * s.slab_bytes > kBinsSmemBytes) groups /= 2;
   if (groups * s.slab_bytes > kBinsSmemBytes) return s;
@@ -258,22 +263,24 @@ SW_HOST_DEVICE SW_INLINE BinsSmem<A, I> bins_smem(const BinsArgs<I, D>& a, void*
   p += align16(a.pack * a.n * int64_t(sizeof(A)));
   m.cnt = a.counts ? reinterpret_cast<int32_t*>(p) : nullptr;
   p += a.counts ? align16(a.pack * a.n * 4) : 0;
+  const int64_t staged = a.group / kBinsWarp * kBinsStageSteps;  // every warp's stage
   m.stage_v = reinterpret_cast<int32_t*>(p);
-  m.stage_x = reinterpret_cast<A*>(p + align16(kBinsWarp * 4));
-  p += a.ordered ? align16(kBinsWarp * 4) + align16(kBinsWarp * int64_t(sizeof(A))) : 0;
+  m.stage_x = reinterpret_cast<A*>(p + align16(staged * 4));
+  p += a.ordered ? align16(staged * 4) + align16(staged * int64_t(sizeof(A))) : 0;
   m.line = reinterpret_cast<Offsets<3, I>*>(p);
   return m;
 }
 
-// Lane t's run in a stage: the mask of lanes whose staged bin equals its own (on the device
-// __match_any_sync, which every lane of the warp reaches: the scan phase is uniform).
-SW_HOST_DEVICE SW_INLINE uint32_t stage_peers(const int32_t* stage_v, int64_t t) {
+// Lane t's run in a round of kBinsWarp staged bins: the mask of lanes whose staged bin equals
+// its own (on the device __match_any_sync, which every lane of the warp reaches: the scan phase
+// is uniform).
+SW_HOST_DEVICE SW_INLINE uint32_t stage_peers(const int32_t* round, int64_t t) {
 #if defined(__CUDA_ARCH__)
-  (void)stage_v;
-  return __match_any_sync(0xffffffffu, stage_v[t]);
+  (void)round;
+  return __match_any_sync(0xffffffffu, round[t]);
 #else
   uint32_t m = 0;
-  for (int j = 0; j < kBinsWarp; ++j) m |= stage_v[j] == stage_v[t] ? uint32_t(1) << j : 0u;
+  for (int j = 0; j < kBinsWarp; ++j) m |= round[j] == round[t] ? uint32_t(1) << j : 0u;
   return m;
 #endif
 }
@@ -366,19 +373,35 @@ SW_HOST_DEVICE SW_INLINE void bins_phase(const BinsArgs<I, D>& a, int phase, int
       }
     }
   } else if (phase == kBinsStage) {
-    const int64_t s = s0 + k * kBinsWarp + t;
-    A x{};
-    m.stage_v[t] = static_cast<int32_t>(s < s1 ? load(0, s, &x) : -1);
-    m.stage_x[t] = x;
-  } else if (phase == kBinsScan) {
-    const uint32_t peers = stage_peers(m.stage_v, t);
-    const int32_t v = m.stage_v[t];
-    if (v < 0 || (peers & ((uint32_t(1) << t) - 1)) != 0) return;  // bad, or not the run's first
+    // Stage k of warp w: its positions k * kBinsStageSteps + [0, kBinsStageSteps) over its lines
+    // w, w + warps, ... (each s1 - s0 steps) in order; entry u * kBinsWarp + lane.
+    const int64_t warps = g / kBinsWarp, w = t / kBinsWarp, lane = t % kBinsWarp;
+    int32_t* const sv = m.stage_v + w * kBinsStageSteps;
+    A* const sx = m.stage_x + w * kBinsStageSteps;
+    int64_t bin[kBinsDepth];
+    A x[kBinsDepth];
+    SW_HOST_ZERO(x);
+    BinsWalk q(k * kBinsStageSteps + lane, kBinsWarp, s1 - s0);
+    for (int u = 0; u < kBinsDepth; ++u, q.next()) {
+      const int64_t j = w + warps * q.j;
+      const int64_t v = j < cnt ? load(j, s0 + q.s, &x[u]) : -1;
+      bin[u] = v < 0 ? -1 : j * n + v;
+    }
+    for (int u = 0; u < kBinsDepth; ++u) {
+      sv[u * kBinsWarp + lane] = static_cast<int32_t>(bin[u]);
+      sx[u * kBinsWarp + lane] = x[u];
+    }
+  } else if (phase == kBinsScan) {  // round k % kBinsDepth of warp w's stage
+    const int64_t w = t / kBinsWarp, lane = t % kBinsWarp;
+    const int64_t at = w * kBinsStageSteps + (k % kBinsDepth) * kBinsWarp;
+    const uint32_t peers = stage_peers(m.stage_v + at, lane);
+    const int32_t v = m.stage_v[at + lane];
+    if (v < 0 || (peers & ((uint32_t(1) << lane) - 1)) != 0) return;  // bad, or not the run's first
     A r = m.bins[v];
     int32_t c = 0;
-    for (int j = static_cast<int>(t); j < kBinsWarp; ++j) {
+    for (int j = static_cast<int>(lane); j < kBinsWarp; ++j) {
       if (!(peers >> j & 1u)) continue;
-      r = combine<A>(a.combine, r, m.stage_x[j]);
+      r = combine<A>(a.combine, r, m.stage_x[at + j]);
       ++c;
     }
     m.bins[v] = r;
@@ -415,11 +438,15 @@ SW_HOST_DEVICE SW_INLINE void bins_item(const BinsArgs<I, D>& a, int64_t item, E
   if (!a.ordered) {
     each(kBinsAcc, 0);
   } else {
-    const int64_t s0 = (a.chunks == 1 ? 0 : item % a.chunks) * a.chunk;
+    // As many stages as the warp with the most lines needs (uniform over the group).
+    const int64_t pk = a.chunks == 1 ? item : item / a.chunks;
+    const int64_t s0 = (item - pk * a.chunks) * a.chunk;
     const int64_t len = (s0 + a.chunk < a.line_len ? s0 + a.chunk : a.line_len) - s0;
-    for (int64_t k = 0; k * kBinsWarp < len; ++k) {
+    const int64_t cnt = a.lines - pk * a.pack < a.pack ? a.lines - pk * a.pack : a.pack;
+    const int64_t warps = a.group / kBinsWarp, most = (cnt + warps - 1) / warps * len;
+    for (int64_t k = 0; k * kBinsStageSteps < most; ++k) {
       each(kBinsStage, k);
-      each(kBinsScan, k);
+      for (int u = 0; u < kBinsDepth; ++u) each(kBinsScan, k * kBinsDepth + u);
     }
   }
   each(kBinsDone, 0);

@@ -193,7 +193,7 @@ struct ScatterHostRunner {
   template <typename T, typename I, int D>
   void bins(const cs::BinsArgs<I, D>& a, unsigned blocks, int threads, int64_t smem) {
     launches.push_back(a.split      ? "bins_split"
-                       : a.ordered  ? "bins_ordered"
+                       : a.ordered  ? (a.pack > 1 ? "bins_ordered_packed" : "bins_ordered")
                        : a.pack > 1 ? "bins_packed"
                                     : "bins");
     const unsigned g = grid(blocks);

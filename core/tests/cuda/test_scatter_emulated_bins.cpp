@@ -52,7 +52,8 @@ TEST(ScatterEmulated, BinsPathRandomLayouts) {
     const auto r = scatter_emulated_matches(c, seed, cap, ch, &ran);
     EXPECT_TRUE(r) << "iteration " << i;
     const bool took = ran_bins(ran, "bins") || ran_bins(ran, "bins_packed") ||
-                      ran_bins(ran, "bins_split") || ran_bins(ran, "bins_ordered");
+                      ran_bins(ran, "bins_split") || ran_bins(ran, "bins_ordered") ||
+                      ran_bins(ran, "bins_ordered_packed");
     EXPECT_EQ(took, bs.use && plan.elems.numel > 0) << "iteration " << i << "\n" << c.describe();
     failures += r ? 0 : 1;
     whole += ran_bins(ran, "bins");
@@ -61,7 +62,7 @@ TEST(ScatterEmulated, BinsPathRandomLayouts) {
     // Every bins call here has n <= 7: validation writes the shadow the bins read.
     EXPECT_TRUE(!took || ran_bins(ran, "validate_shadow")) << "iteration " << i;
     split += ran_bins(ran, "bins_split");
-    ordered += ran_bins(ran, "bins_ordered");
+    ordered += ran_bins(ran, "bins_ordered") || ran_bins(ran, "bins_ordered_packed");
   }
   EXPECT_GT(shadowed, 300);
   EXPECT_GT(whole, 50);
@@ -90,7 +91,8 @@ TEST(ScatterEmulated, BinsPathWideLines) {
         swt::coin(rng, 0.5) ? cs::PathChoice::kBins : cs::PathChoice::kBinsSplit;
     EXPECT_TRUE(scatter_emulated_matches(c, seed, 0, ch, &ran)) << "iteration " << i;
     const bool took = ran_bins(ran, "bins") || ran_bins(ran, "bins_split") ||
-                      ran_bins(ran, "bins_ordered") || ran_bins(ran, "bins_packed");
+                      ran_bins(ran, "bins_ordered") || ran_bins(ran, "bins_packed") ||
+                      ran_bins(ran, "bins_ordered_packed");
     if (!took) continue;
     const bool shadow = ran_bins(ran, "validate_shadow");
     EXPECT_EQ(shadow, c.args().out.sizes[0] <= 256) << "iteration " << i;
@@ -107,7 +109,7 @@ TEST(ScatterEmulated, BinsPathWideLines) {
 TEST(ScatterEmulated, BinsOrderedIsIndexOrder) {
   const uint64_t seed = swt::test_seed();
   swt::Rng rng(seed);
-  int checked = 0;
+  int checked = 0, packed = 0;
   for (int i = 0; i < 300; ++i) {
     ScatterCaseOpts o;
     o.random_dtype = false;
@@ -115,8 +117,9 @@ TEST(ScatterEmulated, BinsOrderedIsIndexOrder) {
     o.combine = static_cast<int>(swt::coin(rng, 0.5) ? Combine::kAdd : Combine::kMean);
     o.deterministic = 1;
     o.has_value = 0;
-    o.max_size = 40;  // lines longer than one stage of kBinsWarp steps
     o.rank = static_cast<int>(swt::rand_int(rng, 1, 2));
+    // Lines longer than a warp's stage (kBinsStageSteps), and packed lines over several stages.
+    o.max_size = o.rank == 1 ? 300 : 40;
     ScatterCase c = random_scatter_case(rng, o);
     if (o.dtype == DType::kFloat32) {
       float* p = reinterpret_cast<float*>(c.src.base());
@@ -130,12 +133,15 @@ TEST(ScatterEmulated, BinsOrderedIsIndexOrder) {
     r.reverse = true;
     ErrorDetail e;
     ASSERT_EQ(emulate_scatter(c.args(), r, &e), Status::kOk) << c.describe();
-    if (!ran_bins(r.launches, "bins_ordered")) continue;
+    const bool packed_run = ran_bins(r.launches, "bins_ordered_packed");
+    if (!ran_bins(r.launches, "bins_ordered") && !packed_run) continue;
     ++checked;
+    packed += packed_run;
     EXPECT_EQ(compare_out(c, c.out.base(), want, nullptr), "") << "iteration " << i << "\n"
                                                                << c.describe();
   }
   EXPECT_GT(checked, 100);
+  EXPECT_GT(packed, 50);
 }
 
 // BinsWalk, every position: for every grid of lines x steps and group size, the walk from each
@@ -207,15 +213,15 @@ TEST(ScatterEmulated, BinsRule) {
   // workspace otherwise) in bins.
   EXPECT_FALSE(shape(args(DType::kFloat32, {M, 64}, {M, 128}, {}, 1, Combine::kMax, true)).use);
   EXPECT_TRUE(shape(args(DType::kBFloat16, {M, 64}, {M, 128}, {}, 1, Combine::kMax, true)).use);
-  // mean: counts; deterministic: ordered, with the stage.
+  // mean: counts; deterministic: ordered, packed too, with each warp's stage.
   s = shape(args(DType::kBFloat16, {M, 64}, {M, 128}, {}, 1, Combine::kMean, false));
   EXPECT_TRUE(s.use && s.counts && s.pack == 16);
   EXPECT_EQ(s.slab_bytes, 16 * 64 * 4 * 2 + 16 * 24);
   ScatterArgs d = args(DType::kFloat32, {M, 64}, {M, 128}, {}, 1, Combine::kAdd, true);
   d.deterministic = true;
   s = shape(d);
-  EXPECT_TRUE(s.use && s.ordered && !s.split && s.group == 32 && s.pack == 1);
-  EXPECT_EQ(s.slab_bytes, 64 * 4 + 32 * 4 + 32 * 4 + 32);
+  EXPECT_TRUE(s.use && s.ordered && !s.split && s.group == 256 && s.pack == 16);
+  EXPECT_EQ(s.slab_bytes, 16 * 64 * 4 + 8 * 128 * 4 + 8 * 128 * 4 + 16 * 24);
   // A histogram: 16M values into 4096 bins, one line cut into chunks of 4 x 4096 steps (not
   // the kBinsItems chunks that fill the GPU: the flush would be as many atomics as the
   // values'), a block per chunk.
