@@ -2,7 +2,8 @@
 
 ``enable(kind)`` registers, through ``torch.library`` on the CPU and CUDA dispatch keys,
 kernels for aten::gather (+ .out), aten::scatter_add (+ scatter_add_, .out),
-aten::index_select (+ .out) and aten::take (+ .out). They behave like a real strided kernel
+aten::index_select (+ .out) and aten::take (+ .out); aten::index_add (+ index_add_, .out) when
+named in ``ops``. They behave like a real strided kernel
 (they compute element offsets and read/write the operands' raw memory), are correct except
 for exactly one planted fault, and misbehave the way a real kernel would:
 
@@ -25,6 +26,9 @@ for exactly one planted fault, and misbehave the way a real kernel would:
   writes_input    functional scatter_add updates (and returns) its input instead of a copy
   out_ignored     gather.out computes into a fresh tensor and returns it; out is not written
   lossy_accum     scatter_add rounds floating src values to bfloat16 before accumulating
+  int32_next      an int32 index is read one element on (int64 indices are right): the
+                  int32 instantiation of a kernel with its offset arithmetic wrong
+  int32_contig    the same for a contiguous int32 index only (a fast path's instantiation)
   none            no fault (a correct Python kernel: the auditor must pass it)
 
 ``enable(kind, ops, noise)`` with noise a dtype name ('complex128') also raises
@@ -45,8 +49,10 @@ import torch
 from . import _engine as E
 
 KINDS = ("flat_index", "offset_ignored", "out_strides", "neg_nowrap", "skip_oob", "early_write", "deferred",
-         "overflow32", "truncate32", "rank_limit", "writes_input", "out_ignored", "lossy_accum", "none")
-OPS = ("gather", "scatter_add", "index_select", "take")
+         "overflow32", "truncate32", "rank_limit", "writes_input", "out_ignored", "lossy_accum", "int32_next",
+         "int32_contig",
+         "none")
+OPS = ("gather", "scatter_add", "index_select", "take")  # the default; index_add when named
 _lib = None
 _kind = None
 
@@ -68,6 +74,7 @@ def enable(kind: str = "flat_index", ops=None, noise=None):
         "scatter_add": [("scatter_add", E.scatter_add), ("scatter_add_", E.scatter_add_),
                         ("scatter_add.out", E.scatter_add_out)],
         "index_select": [("index_select", E.index_select), ("index_select.out", E.index_select_out)],
+        "index_add": [("index_add", E.index_add), ("index_add_", E.index_add_), ("index_add.out", E.index_add_out)],
         "take": [("take", E.take), ("take.out", E.take_out)],
     }
     with warnings.catch_warnings():

@@ -182,11 +182,23 @@ def raise_pending():
         raise RuntimeError(msg)
 
 
+def _int32_shift(index, ioff):
+    """int32_next: an int32 index is read one element on (the next value in memory where the
+    storage has one): a kernel whose int32 instantiation got its offset arithmetic wrong;
+    int32_contig: the same for a contiguous int32 index only (a fast path's instantiation)."""
+    if FAULT not in ("int32_next", "int32_contig") or index.dtype != torch.int32:
+        return ioff
+    if FAULT == "int32_contig" and not index.is_contiguous():  # its fast path alone is wrong
+        return ioff
+    last = index.untyped_storage().nbytes() // index.element_size() - 1
+    return torch.clamp(ioff + 1, max=last)
+
+
 def _read_index(index, lin, cs, n, op, dim, wrap=False):
     """Index values at positions `lin` (coordinates `cs`) of `index`, checked by _bad. The
     flat_index fault reads them as if `index` were contiguous, as the seed's kernel did."""
     ioff = index.storage_offset() + lin if FAULT == "flat_index" else _offs(index, cs)
-    return _bad(read(index, ioff).to(torch.int64), n, op, dim, wrap=wrap)
+    return _bad(read(index, _int32_shift(index, ioff)).to(torch.int64), n, op, dim, wrap=wrap)
 
 
 def _iter(numel):
@@ -329,7 +341,7 @@ def _index_select_into(self, dim, index, out):
         pos = cs[dim] if self.dim() else torch.zeros_like(lin)
         istride = index.stride(0) if index.dim() else 1
         ioff = index.storage_offset() + (pos if FAULT == "flat_index" else pos * istride)
-        v, ok = _bad(read(index, ioff).to(torch.int64), n, "index_select", dim)
+        v, ok = _bad(read(index, _int32_shift(index, ioff)).to(torch.int64), n, "index_select", dim)
         cs_self = list(cs)
         cs_self[dim] = v
         soff = _offs(self, cs_self, base=_self_base())
@@ -394,3 +406,53 @@ def take_out(self, index, *, out):
     if list(out.shape) != list(index.shape):
         out.resize_(index.shape)
     return _take_into(self, index, out)
+
+
+# ---------------------------------------------------------------------------------------------
+# index_add
+
+
+def _index_add_into(target, dim, index, source, alpha):
+    """target.index_add_(dim, index, source, alpha): every source position, at its coordinates
+    with `dim` replaced by index[its coordinate along dim], accumulated into target."""
+    _check_index(index, "index_add")
+    if index.dim() > 1:
+        raise IndexError("index_add_(): Index is supposed to be a vector (planted backend)")
+    dim = dim % max(target.dim(), 1)
+    n = target.size(dim) if target.dim() else 1
+    istride = index.stride(0) if index.dim() else 1
+    for s, e in _iter(source.numel()):
+        lin = _lin(s, e, source.device)
+        cs = _cs(source, lin)
+        pos = cs[dim] if source.dim() else torch.zeros_like(lin)
+        ioff = index.storage_offset() + (pos if FAULT == "flat_index" else pos * istride)
+        v, ok = _bad(read(index, _int32_shift(index, ioff)).to(torch.int64), n, "index_add", dim)
+        cs_t = list(cs)
+        cs_t[dim] = v
+        roff = _offs(source, cs)
+        toff = _offs(target, cs_t, base=_self_base())
+        if ok is not None:
+            roff, toff = roff[ok], toff[ok]
+        vals = read(source, roff)
+        write(target, toff, vals if alpha == 1 else vals * alpha, accumulate=True)
+        raise_early()
+    return target
+
+
+def index_add_(self, dim, index, source, *, alpha=1):
+    _no_overlap(self, "self")
+    return _index_add_into(self, dim, index, source, alpha)
+
+
+def index_add(self, dim, index, source, *, alpha=1):
+    out = torch.empty_like(self, memory_format=torch.contiguous_format)
+    out.copy_(self)
+    return _index_add_into(out, dim, index, source, alpha)
+
+
+def index_add_out(self, dim, index, source, *, alpha=1, out):
+    _no_overlap(out)
+    if list(out.shape) != list(self.shape):
+        out.resize_(self.shape)
+    out.copy_(self)
+    return _index_add_into(out, dim, index, source, alpha)

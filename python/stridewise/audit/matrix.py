@@ -5,7 +5,9 @@ Per (op, variant), ``full`` runs:
             (0..8 and 10); the element size cycles over 4, 2, 8, 1 and 16-byte dtypes
   compound  every operand in the compound layout together, at every rank
   dtypes    every dtype native CPU supports for the op: contiguous, all-compound, expanded index
-  int32     int32 indices in every index layout
+  int32     int32 indices in every index layout, at three ranks each (quick too): an int32-only
+            bug that shows in one layout class still fails at least three cases there, enough
+            for the diagnosis to name int32 (explain.MIN_GROUP)
   kinds     negative, duplicate and out-of-range (n, -n-1, >= 2**32) indices in every index layout
   wide      inner dims of 16..48 (where kernels switch to fast paths), every operand and layout
   empty     size-0 dims, contiguous and compound
@@ -126,8 +128,10 @@ def cases_for(spec, variant: str, opt: MatrixOptions) -> list:
         add(rank=mid, dtype=d)
         add({o: "compound" for o in operands}, mid, d)
         add({"idx": "expand"}, mid, d)
-    for lay in idx_layouts:  # int32 indices
-        add({"idx": lay}, mid, idx_dtype="i32")
+    i32_ranks = sorted({mid, max(1, spec.min_rank, min(ranks)), max(ranks)} & set(ranks)) or [mid]
+    for lay in idx_layouts:  # int32 indices, three ranks per index layout
+        for rank in i32_ranks:
+            add({"idx": lay}, rank, idx_dtype="i32")
     for kind in BAD_KINDS:
         for lay in idx_layouts:
             add({"idx": lay}, mid, kind=kind)
