@@ -35,6 +35,7 @@
 #include <cstring>
 
 #include "scatter/scatter_cuda_impl.h"
+#include "scatter/scatter_cuda_launch.h"  // WsLayout, ws_layout, align256
 #include "scatter/scatter_cuda_sorted.h"  // PathChoice, index_shared, kSegMinLines
 #include "stridewise/scatter.h"
 
@@ -99,6 +100,19 @@ inline int64_t bins_shadow_bytes(const ScatterArgs& a, const BinsShape& s, int64
   int64_t extent = 1;
   for (int d = 0; d < a.index.rank; ++d) extent += (a.index.sizes[d] - 1) * a.index.strides[d];
   return extent;
+}
+
+// The bins path's workspace: whole lines need only the shadow; chunks the accumulator too
+// (ws_layout), with the shadow after it.
+inline WsLayout bins_layout(const ScatterArgs& a, const ScatterPlan& p, const BinsShape& b) {
+  WsLayout w = b.split ? ws_layout(a) : WsLayout{};
+  w.shadow_bytes = bins_shadow_bytes(a, b, p.out_dim_size);
+  if (w.shadow_bytes > 0) {
+    w.needed = true;
+    w.shadow_at = w.total;
+    w.total += align256(w.shadow_bytes);
+  }
+  return w;
 }
 
 // Shared memory per group: pack x n bins of `acc` bytes, pack x n counts, (ordered) each warp's

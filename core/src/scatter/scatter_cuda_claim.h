@@ -41,6 +41,15 @@ inline int64_t claim_bytes(const ScatterArgs& a) {
   return align256(a.out.numel() * 8);
 }
 
+// The claim's workspace (sized whenever the rule holds for whole elements: a misaligned call
+// then takes put_lines and leaves it unused).
+inline WsLayout claim_layout(const ScatterArgs& a) {
+  WsLayout w;
+  w.needed = true;
+  w.total = claim_bytes(a);
+  return w;
+}
+
 template <typename I, int D>
 struct ClaimArgs : Operands {      // out: the workspace's words
   OffsetCalculator<3, I, D> calc;  // lines: (word, index, src), ws_scatter_plan(lines)

@@ -386,23 +386,9 @@ WsLayout call_layout(const ScatterArgs& a, const ScatterPlan& p, PathChoice choi
   if (sort_temp) *sort_temp = 0;
   if (!s.use) {
     const BinsShape b = call_bins(a, p, choice);
-    if (b.use) {  // whole lines: the shadow only; chunks: the accumulator too
-      WsLayout w = b.split ? ws_layout(a) : WsLayout{};
-      w.shadow_bytes = bins_shadow_bytes(a, b, p.out_dim_size);
-      if (w.shadow_bytes > 0) {
-        w.needed = true;
-        w.shadow_at = w.total;
-        w.total += align256(w.shadow_bytes);
-      }
-      return w;
-    }
+    if (b.use) return bins_layout(a, p, b);
     if (call_tile(a, p, choice).use) return WsLayout{};
-    if (claim_use(a, p, choice, elem_size(a.out.dtype))) {  // misaligned: sized, not used
-      WsLayout w;
-      w.needed = true;
-      w.total = claim_bytes(a);
-      return w;
-    }
+    if (claim_use(a, p, choice, elem_size(a.out.dtype))) return claim_layout(a);
   }
   const int64_t t = s.use ? runner.sort_temp_bytes(s) : 0;
   if (sort_temp) *sort_temp = t;
