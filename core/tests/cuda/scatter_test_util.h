@@ -31,6 +31,18 @@ inline bool cuda_runs(stridewise::DType t, stridewise::Combine c) {
   return stridewise::scatter_supports(t, c) && !(cx && c == stridewise::Combine::kMean);
 }
 
+// Whether `l` (ScatterHostRunner::launches) holds the launch `name`.
+inline bool launched(const std::vector<std::string>& l, const char* name) {
+  return std::find(l.begin(), l.end(), name) != l.end();
+}
+
+// Whether any form of the bins path ran (whole, packed, split, ordered, ordered packed).
+inline bool ran_any_bins(const std::vector<std::string>& l) {
+  for (const char* n : {"bins", "bins_packed", "bins_split", "bins_ordered", "bins_ordered_packed"})
+    if (launched(l, n)) return true;
+  return false;
+}
+
 struct ScatterCase {
   swt::TestTensor out, self, index, src;  // in place: `self` is unused (self = out's view)
   bool in_place = false;

@@ -23,10 +23,6 @@ using stridewise::ScatterArgs;
 using stridewise::ScatterPlan;
 using stridewise::Status;
 
-bool ran_bins(const std::vector<std::string>& l, const char* name) {
-  return std::find(l.begin(), l.end(), name) != l.end();
-}
-
 // Every dtype and accumulating combine, include_self both ways, in place or not, value form,
 // deterministic or not, grid caps (several items per group), a bad value now and then; forced
 // whole (kBins) and cut into 3-step chunks (kBinsSplit). Eligible calls take the path.
@@ -51,18 +47,16 @@ TEST(ScatterEmulated, BinsPathRandomLayouts) {
     std::vector<std::string> ran;
     const auto r = scatter_emulated_matches(c, seed, cap, ch, &ran);
     EXPECT_TRUE(r) << "iteration " << i;
-    const bool took = ran_bins(ran, "bins") || ran_bins(ran, "bins_packed") ||
-                      ran_bins(ran, "bins_split") || ran_bins(ran, "bins_ordered") ||
-                      ran_bins(ran, "bins_ordered_packed");
+    const bool took = ran_any_bins(ran);
     EXPECT_EQ(took, bs.use && plan.elems.numel > 0) << "iteration " << i << "\n" << c.describe();
     failures += r ? 0 : 1;
-    whole += ran_bins(ran, "bins");
-    packed += ran_bins(ran, "bins_packed");
-    shadowed += ran_bins(ran, "validate_shadow");
+    whole += launched(ran, "bins");
+    packed += launched(ran, "bins_packed");
+    shadowed += launched(ran, "validate_shadow");
     // Every bins call here has n <= 7: validation writes the shadow the bins read.
-    EXPECT_TRUE(!took || ran_bins(ran, "validate_shadow")) << "iteration " << i;
-    split += ran_bins(ran, "bins_split");
-    ordered += ran_bins(ran, "bins_ordered") || ran_bins(ran, "bins_ordered_packed");
+    EXPECT_TRUE(!took || launched(ran, "validate_shadow")) << "iteration " << i;
+    split += launched(ran, "bins_split");
+    ordered += launched(ran, "bins_ordered") || launched(ran, "bins_ordered_packed");
   }
   EXPECT_GT(shadowed, 300);
   EXPECT_GT(whole, 50);
@@ -90,11 +84,9 @@ TEST(ScatterEmulated, BinsPathWideLines) {
     const cs::PathChoice ch =
         swt::coin(rng, 0.5) ? cs::PathChoice::kBins : cs::PathChoice::kBinsSplit;
     EXPECT_TRUE(scatter_emulated_matches(c, seed, 0, ch, &ran)) << "iteration " << i;
-    const bool took = ran_bins(ran, "bins") || ran_bins(ran, "bins_split") ||
-                      ran_bins(ran, "bins_ordered") || ran_bins(ran, "bins_packed") ||
-                      ran_bins(ran, "bins_ordered_packed");
+    const bool took = ran_any_bins(ran);
     if (!took) continue;
-    const bool shadow = ran_bins(ran, "validate_shadow");
+    const bool shadow = launched(ran, "validate_shadow");
     EXPECT_EQ(shadow, c.args().out.sizes[0] <= 256) << "iteration " << i;
     with += shadow;
     without += !shadow;
@@ -133,8 +125,8 @@ TEST(ScatterEmulated, BinsOrderedIsIndexOrder) {
     r.reverse = true;
     ErrorDetail e;
     ASSERT_EQ(emulate_scatter(c.args(), r, &e), Status::kOk) << c.describe();
-    const bool packed_run = ran_bins(r.launches, "bins_ordered_packed");
-    if (!ran_bins(r.launches, "bins_ordered") && !packed_run) continue;
+    const bool packed_run = launched(r.launches, "bins_ordered_packed");
+    if (!launched(r.launches, "bins_ordered") && !packed_run) continue;
     ++checked;
     packed += packed_run;
     EXPECT_EQ(compare_out(c, c.out.base(), want, nullptr), "") << "iteration " << i << "\n"

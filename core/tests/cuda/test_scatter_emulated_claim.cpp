@@ -20,10 +20,6 @@ using stridewise::ErrorDetail;
 using stridewise::ScatterPlan;
 using stridewise::Status;
 
-bool ran(const std::vector<std::string>& l, const char* name) {
-  return std::find(l.begin(), l.end(), name) != l.end();
-}
-
 TEST(ScatterEmulated, DeterministicCopyClaimsInIndexOrder) {
   const uint64_t seed = swt::test_seed();
   swt::Rng rng(seed);
@@ -55,10 +51,11 @@ TEST(ScatterEmulated, DeterministicCopyClaimsInIndexOrder) {
         (cs::addr(a.out.data) | cs::addr(a.self.data) | cs::addr(a.src.data)) % uint64_t(esize) ==
         0;
     const bool expect_claim = !shared && esize <= 4 && aligned;
-    EXPECT_EQ(ran(r.launches, "claim"), expect_claim) << "iteration " << i << "\n" << c.describe();
-    EXPECT_EQ(ran(r.launches, "put_lines"), !shared && !expect_claim) << c.describe();
-    claimed += ran(r.launches, "claim");
-    lines += ran(r.launches, "put_lines");
+    EXPECT_EQ(launched(r.launches, "claim"), expect_claim) << "iteration " << i << "\n"
+                                                           << c.describe();
+    EXPECT_EQ(launched(r.launches, "put_lines"), !shared && !expect_claim) << c.describe();
+    claimed += launched(r.launches, "claim");
+    lines += launched(r.launches, "put_lines");
     const std::string diff = compare_out(c, c.out.base(), want, nullptr);
     EXPECT_EQ(diff, "") << "iteration " << i << "\n" << c.describe();
     failures += diff.empty() ? 0 : 1;
@@ -91,11 +88,11 @@ TEST(ScatterEmulated, DeterministicCopyRule) {
     EXPECT_FALSE(cs::claim_use(c.args(), plan, cs::PathChoice::kAuto, 2));  // misaligned units
     ScatterHostRunner r;
     ASSERT_EQ(emulate_scatter(c.args(), r, &e), Status::kOk);
-    EXPECT_EQ(ran(r.launches, "put_elems"), c.has_value) << c.describe();
+    EXPECT_EQ(launched(r.launches, "put_elems"), c.has_value) << c.describe();
     ScatterHostRunner n;
     n.path = cs::PathChoice::kNever;
     ASSERT_EQ(emulate_scatter(c.args(), n, &e), Status::kOk);
-    EXPECT_EQ(ran(n.launches, "put_lines"), !c.has_value);
+    EXPECT_EQ(launched(n.launches, "put_lines"), !c.has_value);
     // The workspace: one word per out element when the claim runs, none otherwise.
     EXPECT_EQ(cs::call_layout(c.args(), plan, cs::PathChoice::kAuto, r).total,
               c.has_value ? 0 : cs::claim_bytes(c.args()));
