@@ -22,7 +22,8 @@
 #           bench/bench_dump_compare.py's BERT figures; BENCH_DUMP_ARGS)
 #           wheels auditfg auditfgall pytestaudit (check that the carried FlagGems imports; audit
 #           flag_gems, its variants only / every case with --run-native: FG_BACKEND, FG_JOBS,
-#           FG_ARGS, FG_LIMIT; the audit's test files' CUDA cases)
+#           FG_ARGS, FG_LIMIT; the audit's test files' CUDA cases); pytestgrad (the audit's
+#           --grad, handle and sequence test files whole, CPU and CUDA cases)
 #           benchindex (the dim-indexed ops' benchmark, bench/bench_index.py, BENCH_INDEX_ARGS)
 #           benchindexvar (bench_index with each k-index CUDA path forced: INDEX_K_PATHS,
 #           BENCHINDEXVAR_ARGS); ncuindex (Nsight Compute on the index_fill kernels: NCU_INDEX_ARGS)
@@ -76,7 +77,7 @@ declare -A runs  # benchmark runs so far in this invocation, per benchmark
 
 note() { echo "$*" | tee -a "$SUMMARY"; }
 # The phases that run Python: each first checks the package's declared dependencies.
-PY_PHASES=" benchab dumpe2e auditdev bench benchscatter bench2 benchscatter2 benchindex benchindexvar benchadv ncuindex demo diag pytest sanitize racecheck audit altbuild triage hostbench benchvar benchscattervar ncu ncuscatter pytestaudit auditfg auditfgall "
+PY_PHASES=" benchab dumpe2e auditdev bench benchscatter bench2 benchscatter2 benchindex benchindexvar benchadv ncuindex demo diag pytest sanitize racecheck audit altbuild triage hostbench benchvar benchscattervar ncu ncuscatter pytestaudit pytestgrad auditfg auditfgall "
 pack() {  # logs + summary to $OUT after every phase: a call cut off still returns them
   cp -f "$SUMMARY" "$OUT"/ 2>/dev/null
   cp -f "$LOG"/ncu_gather.md "$LOG"/ncu_scatter.md "$LOG"/audit_fg.txt "$LOG"/audit_fg.json "$LOG"/audit_fg_all.txt \
@@ -424,6 +425,7 @@ for phase in $PHASES; do
     auditfg) run_phase auditfg "${FG_LIMIT:-1500}" bash -c phase_auditfg ;;
     auditfgall) run_phase auditfgall "${FG_LIMIT:-1500}" bash -c phase_auditfgall ;;
     pytestaudit) run_phase pytestaudit 600 bash -c phase_pytestaudit ;;
+    pytestgrad) run_phase pytestgrad 600 bash -c phase_pytestgrad ;;
     auditdev) run_phase auditdev 600 bash -c phase_auditdev ;;
     dumpe2e) run_phase dumpe2e 900 bash -c phase_dumpe2e ;;
     altbuild)

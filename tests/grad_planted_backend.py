@@ -11,6 +11,15 @@ aten::gather whose forward is native's (below autograd) and whose backward is it
                    upstream gradient is transposed, step-sliced or expanded
   none             a correct backward (scatter_add_ on the upstream gradient as it is)
 
+``enable("dense_dup")`` / ``enable("dense_ok")`` register instead, for the ``CPU`` and ``CUDA``
+keys, only aten::embedding_dense_backward (a backward-only kernel, as FlagGems registers
+embedding_backward): every forward variant stays native's, so coverage that counts forward
+kernels alone would skip every embedding case.
+
+  dense_dup        rows are written with index_put_ without accumulate: where an index repeats,
+                   all but one of its gradient terms are dropped
+  dense_ok         the same kernel, accumulating: a correct backward-only kernel
+
 Forward audits pass with every kind (the forward is native's); only ``--grad`` sees the fault.
 Usage: ``python3 -m stridewise audit --grad --ops gather --backend 'tests/grad_planted_backend.py:enable(overwrite)'``.
 """
@@ -20,7 +29,7 @@ import warnings
 
 import torch
 
-KINDS = ("overwrite", "upstream_contig", "none")
+KINDS = ("overwrite", "upstream_contig", "none", "dense_dup", "dense_ok")
 _lib = None
 FAULT = "none"
 
@@ -60,6 +69,20 @@ def _gather(self, dim, index, sparse_grad=False):
     return _Gather.apply(self, dim, index)
 
 
+def _dense_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq):
+    """aten::embedding_dense_backward: the rows of ``grad`` summed into the rows ``indices``
+    name (none into ``padding_idx``; each divided by its index's count with
+    ``scale_grad_by_freq``). ``dense_dup`` writes instead of summing."""
+    idx = indices.reshape(-1)
+    g = grad.reshape(idx.numel(), grad.shape[-1])
+    if scale_grad_by_freq:
+        counts = torch.bincount(idx, minlength=num_weights).to(g.dtype)
+        g = g / counts[idx].unsqueeze(1)
+    keep = idx != padding_idx
+    out = grad.new_zeros(num_weights, grad.shape[-1])
+    return out.index_put_((idx[keep],), g[keep], accumulate=FAULT != "dense_dup")
+
+
 def enable(kind: str = "overwrite"):
     global _lib, FAULT
     if kind not in KINDS:
@@ -68,7 +91,11 @@ def enable(kind: str = "overwrite"):
     lib = torch.library.Library("aten", "IMPL")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        lib.impl("gather", _gather, "AutogradCPU")
+        if kind.startswith("dense_"):
+            for key in ("CPU", "CUDA"):
+                lib.impl("embedding_dense_backward", _dense_backward, key)
+        else:
+            lib.impl("gather", _gather, "AutogradCPU")
     _lib = lib
     return {"planted_backward": kind}
 

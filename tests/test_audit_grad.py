@@ -98,6 +98,39 @@ def test_planted_backward_overwrite_is_found_only_with_grad(tmp_path):
     assert r.returncode == 0 and "gradients match" in r.stdout, r.stdout + r.stderr
 
 
+def test_backward_only_kernel_is_audited_without_run_native(tmp_path, capsys):
+    """A backend that registers only aten::embedding_dense_backward (every forward variant
+    native's): --grad runs its embedding cases (not skipped as native) and finds the dropped
+    duplicate gradients; the coverage table names the backward kernels and who runs them."""
+    backend = f"{PLANTED}:enable(dense_dup)"
+    rc, rep, _ = audit(tmp_path, "--ops", "embedding", "--limit", "80", "--no-repros", "--backend", backend)
+    assert rc == 0 and rep["summary"]["failed"] == 0, why(rep)  # forward only: nothing of it runs
+    assert rep["coverage"]["embedding"]["func"]["ran_by"] == "native", rep["coverage"]
+    rc, rep, _ = audit(tmp_path, "--ops", "embedding", "--limit", "80", "--no-repros", "--grad",
+                       "--backend", backend)
+    cov = rep["coverage"]["embedding"]["func"]
+    assert cov["ran_by"] == "backward", cov
+    assert cov["backward"]["backend"] == ["aten::embedding_dense_backward"], cov
+    assert "aten::embedding_backward" in cov["backward"]["overloads"], cov  # composite: named too
+    assert rc == 1 and {f["reason"] for f in rep["failures"]} == {"backward-values"}, why(rep)
+    d = rep["ops"]["embedding"]["diagnosis"][0]
+    assert "repeated indices are not all summed" in d["text"], why(rep)
+    assert all(f.get("ran_by") == "backward" for f in rep["failures"]), rep["failures"][:2]
+    # the text report's coverage line names the backward kernel and who runs it
+    capsys.readouterr()
+    cli.main(["--ops", "embedding", "--limit", "80", "--no-repros", "--grad", "--backend", backend,
+              "--variants", "func", "--matrix", "quick", "--jobs", "1", "--no-progress", "--seed", str(SEED)])
+    text = capsys.readouterr().out
+    line = next((ln for ln in text.splitlines() if ln.strip().startswith("embedding  func:")), "")
+    assert "backward: aten::embedding_dense_backward [backend]" in line, text[-3000:]
+    # the same kernel, right: every backward passes, and those passes are the backend's
+    rc, rep, _ = audit(tmp_path, "--ops", "embedding", "--limit", "80", "--no-repros", "--grad",
+                       "--backend", f"{PLANTED}:enable(dense_ok)")
+    assert rc == 0 and rep["summary"]["failed"] == 0, why(rep)
+    passed = [c for c in rep["cases"] if c[1] == "pass"]
+    assert len(passed) == rep["backward"]["counts"].get("pass", -1) > 0, why(rep)
+
+
 def test_upstream_gradient_read_as_contiguous_is_diagnosed_by_its_layout(tmp_path):
     rc, rep, _ = audit(tmp_path, "--ops", "gather", "--limit", "60", "--no-repros", "--grad", "--known",
                        "--backend", f"{PLANTED}:enable(upstream_contig)")
@@ -129,6 +162,49 @@ def test_stridewise_has_no_backward_finding(tmp_path, sw):
     assert c.get("pass", 0) >= 100 and set(c) <= {"pass", "skip"}, why(rep)
     ran = {q for case in rep["backward"]["cases"] for q in case[4]}
     assert "aten::scatter_add" in ran, ran  # gather's backward (run by stridewise's kernel)
+
+
+def _audit_jobs(tmp_path, jobs, *args):
+    """:func:`audit` with ``jobs`` workers (its own --jobs 1 comes first: the last one counts)."""
+    out = tmp_path / f"j{len(list(tmp_path.iterdir()))}"
+    out.mkdir()
+    argv = [*map(str, args), "--variants", "func", "--matrix", "quick", "--json", str(out / "r.json"),
+            "--no-repros", "--no-progress", "--seed", str(SEED), "-q", "--jobs", str(jobs)]
+    rc = cli.main(argv)
+    rep = json.loads((out / "r.json").read_text())
+    schemas.validate(rep, schemas.AUDIT_REPORT, str(out / "r.json"))
+    return rc, rep
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA: the device's autograd thread")
+@pytest.mark.parametrize("jobs", [1, 3])
+def test_grad_on_cuda_with_one_worker_and_several(tmp_path, jobs):
+    """--grad on CUDA (tests/test_audit_grad.py on the H200, 2026-12-04: every backward case a
+    bad-error "Unable to handle autograd's threading in combination with fork-based
+    multiprocessing"): native ATen passes, with one worker and with several, after this process
+    ran a backward; the planted backward-only kernel is found on the device too."""
+    x = torch.randn(3, requires_grad=True)
+    (x * 2).sum().backward()  # what an earlier test or the oracle did in this process
+    rc, rep = _audit_jobs(tmp_path, jobs, "--device", "cuda", "--ops", FAMILY, "--limit", "30", "--grad")
+    fails = [f["detail"] for f in rep["failures"]]
+    assert not any("autograd's threading" in d for d in fails), fails[:3]
+    assert rc == 0 and rep["summary"]["failed"] == 0, why(rep)
+    c = rep["backward"]["counts"]
+    assert c.get("pass", 0) >= 100 and set(c) <= {"pass", "skip", "known"}, why(rep)
+    rc, rep = _audit_jobs(tmp_path, jobs, "--device", "cuda", "--ops", "embedding", "--limit", "80", "--grad",
+                          "--backend", f"{PLANTED}:enable(dense_dup)")
+    assert rep["coverage"]["embedding"]["func"]["ran_by"] == "backward", rep["coverage"]
+    assert rc == 1 and {f["reason"] for f in rep["failures"]} == {"backward-values"}, why(rep)
+    assert "repeated indices are not all summed" in rep["ops"]["embedding"]["diagnosis"][0]["text"], why(rep)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA")
+def test_stridewise_has_no_backward_finding_on_cuda(tmp_path, sw):
+    rc, rep = _audit_jobs(tmp_path, 3, "--device", "cuda", "--ops", FAMILY, "--limit", "40", "--grad",
+                          "--backend", "stridewise")
+    assert rc == 0 and rep["summary"]["failed"] == 0, why(rep)
+    c = rep["backward"]["counts"]
+    assert c.get("pass", 0) >= 100 and set(c) <= {"pass", "skip"}, why(rep)
 
 
 def test_grad_workers_are_never_forked_after_a_backward_where_torch_has_a_device(tmp_path):

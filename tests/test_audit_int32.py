@@ -8,6 +8,7 @@ seeds (test_audit's STRIDEWISE_SEED)."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 from test_audit import PLANTED, audit, why
 from stridewise.audit import explain, matrix
@@ -42,3 +43,30 @@ def test_every_index_layout_has_three_int32_cases_in_the_quick_matrix(name):
                 per_layout.setdefault(lay, set()).add(c.rank)
         assert per_layout and all(len(r) >= explain.MIN_GROUP for r in per_layout.values()), \
             (name, variant, per_layout)
+
+
+def test_every_int32_case_would_show_an_index_read_one_element_off():
+    """The quick matrix's shapes are small: a one-element index, or neighbours of equal value,
+    hide a read one element off (index_select failed 2 of its 6 contiguous int32 cases with
+    seed 397628, 3 of 12 seeds below the diagnosis's minimum). Every int32 rand case's integer
+    index has two or more elements and its neighbours in memory differ wherever its range has
+    two values (gen._offsets_visible, gen.index_values); fresh seeds."""
+    from test_audit import SEED
+    from stridewise.audit import gen
+
+    seen = 0
+    for name, spec in SPECS.items():
+        for c in matrix.build_matrix([spec], matrix.MatrixOptions(matrix="quick", seed=SEED)):
+            if c.idx_dtype != "i32" or c.kind != "rand":
+                continue
+            b = gen.build(spec, c)
+            for t in b.tensors.values():
+                for x in t if isinstance(t, list) else [t]:
+                    if not isinstance(x, torch.Tensor) or x.dtype != torch.int32:
+                        continue
+                    seen += 1
+                    mem = gen.flat_storage(x)[x.storage_offset():x.storage_offset() + gen.extent(x)]
+                    assert x.numel() >= 2, (c.id, tuple(x.shape))
+                    if gen.extent(x) > 1:
+                        assert bool((mem[1:] != mem[:-1]).all()), (c.id, mem.tolist())
+    assert seen >= 100, seen

@@ -203,7 +203,7 @@ def _replayed(first: dict, replay: dict, cid: str, log_dir):
     r = Runner(RunConfig(log_dir=str(log_dir)), SPECS)
     s = _Slot(r, 0)
     c = parse_case_id(cid)
-    s.history.append("gather/func/contig/r1/float32/i64/rand/s1")  # it ran a case before
+    s.history.append(parse_case_id("gather/func/contig/r1/float32/i64/rand/s1"))  # it ran a case before
     s.case, s.sent = c, time.time()
     assert r._handle(s, first) is None and s.pending_replay == c
     s.case, s.sent, s.pending_replay = c, time.time(), None

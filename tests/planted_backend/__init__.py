@@ -29,6 +29,10 @@ for exactly one planted fault, and misbehave the way a real kernel would:
   int32_next      an int32 index is read one element on (int64 indices are right): the
                   int32 instantiation of a kernel with its offset arithmetic wrong
   int32_contig    the same for a contiguous int32 index only (a fast path's instantiation)
+  after_neg       take is right alone; after a call of the same process wrapped a negative
+                  index, every float16 take gets a wrong first element (state left behind by
+                  an earlier case: alone, no case fails)
+  after_neg_crash the same, but the float16 take aborts the process
   none            no fault (a correct Python kernel: the auditor must pass it)
 
 ``enable(kind, ops, noise)`` with noise a dtype name ('complex128') also raises
@@ -50,7 +54,7 @@ from . import _engine as E
 
 KINDS = ("flat_index", "offset_ignored", "out_strides", "neg_nowrap", "skip_oob", "early_write", "deferred",
          "overflow32", "truncate32", "rank_limit", "writes_input", "out_ignored", "lossy_accum", "int32_next",
-         "int32_contig",
+         "int32_contig", "after_neg", "after_neg_crash",
          "none")
 OPS = ("gather", "scatter_add", "index_select", "take")  # the default; index_add when named
 _lib = None
@@ -66,6 +70,7 @@ def enable(kind: str = "flat_index", ops=None, noise=None):
     disable()
     E.PENDING = None
     E.EARLY = None
+    E.SCARRED = False
     ops = tuple(ops or OPS) if not isinstance(ops, str) else (ops,)
     E.FAULT = kind
     lib = torch.library.Library("aten", "IMPL")

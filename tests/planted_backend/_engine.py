@@ -15,6 +15,7 @@ PENDING = None  # deferred: the first bad index seen since the last report (mess
 EARLY = None  # early_write: the bad index of the chunk being written, raised once it is written
 MAX_RANK = 5  # rank_limit: dims >= MAX_RANK are not walked
 CHUNK = 1 << 22
+SCARRED = False  # after_neg*: a call of this process wrapped a negative index (_scar)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -396,9 +397,27 @@ def _take_into(self, index, out):
     return out
 
 
+def _scar(self, index, out):
+    """after_neg / after_neg_crash: a call that wrapped a negative index leaves state behind (a
+    cache of the negative path's offsets, say) that a later float16 call of this process trips
+    on: a wrong first element, or an abort. Alone, every call is right."""
+    global SCARRED
+    if FAULT not in ("after_neg", "after_neg_crash"):
+        return out
+    if SCARRED and out.dtype == torch.float16 and out.numel():
+        if FAULT == "after_neg_crash":
+            import os
+
+            os.abort()
+        out.view(-1)[:1] += 1  # a view of out: the caller's memory
+    if index.numel() and bool((index < 0).any()):
+        SCARRED = True
+    return out
+
+
 def take(self, index):
     out = torch.zeros(index.shape, dtype=self.dtype, device=self.device)
-    return _take_into(self, index, out)
+    return _scar(self, index, _take_into(self, index, out))
 
 
 def take_out(self, index, *, out):

@@ -126,6 +126,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "--native: it must reproduce and native must pass (else: an auditor bug, exit 1)")
     g.add_argument("--verify-repros-from", metavar="REPORT.json",
                    help="re-run that check from a JSON report written with --verify-repros (no audit)")
+    g.add_argument("--sequence-trials", type=int, default=48, metavar="N",
+                   help="a finding that does not reproduce alone (a crash its replay did not "
+                        "confirm; with --verify-repros, a script that did not reproduce) is "
+                        "replayed after the cases that ran before it in its worker, shrunk to the "
+                        "smallest sequence that fails: at most N trials each (0: off)")
     g.add_argument("--log-dir", help="keep worker logs here (default: a temp dir, removed)")
     pr = g.add_mutually_exclusive_group()
     pr.add_argument("--progress", dest="progress", action="store_true", default=None)
@@ -318,10 +323,20 @@ def _audit(args, argv) -> int:
             print(f"replaying {len(found)} finding(s) alone, with the backend and --native ...",
                   file=sys.stderr, flush=True)
         checks = verify.run_findings(found, args.device, max(1, args.jobs), args.timeout)
+    from . import sequence
+
+    wanted = sequence.targets(results, checks)
+    if wanted and args.sequence_trials > 0 and not args.quiet:
+        print(f"replaying {len(wanted)} finding(s) after the cases that ran before them ...",
+              file=sys.stderr, flush=True)
+    flags = {o for a in build_parser()._actions for o in a.option_strings if a.nargs == 0}
+    seqs = sequence.search(runner, wanted, argv, args.sequence_trials, flags)
+    sequence.settle(checks, seqs)
     text = report.text(results, info, meta, args.max_failures)
-    if checks is not None:  # the section goes before the verdict line (the last)
+    if checks is not None or seqs:  # the sections go before the verdict line (the last)
         head, _, last = text.rpartition("\n")
-        text = "\n".join(([head] if head else []) + verify.text(checks) + [last + verify.verdict_suffix(checks)])
+        text = "\n".join(([head] if head else []) + (verify.text(checks) if checks is not None else [])
+                         + sequence.text(seqs) + [last + (verify.verdict_suffix(checks) if checks else "")])
     if args.case and not args.quiet:
         _print_cases(results)
     if args.quiet:
@@ -335,6 +350,8 @@ def _audit(args, argv) -> int:
         junit.write(args.junit_xml, results, info, meta)
     if args.json:
         doc = report.to_json(results, info, meta)
+        if seqs:
+            doc["sequences"] = seqs
         if checks is not None:
             doc["repro_check"] = checks
             doc["summary"]["exit_status"] = 1 if info["counts"]["failed"] or bad else 0

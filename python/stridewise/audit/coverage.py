@@ -22,8 +22,9 @@ who runs it. Contract:
   when known, ``covered`` those of them the backend runs).
 - :func:`classify` -- one call (an op's variant): ``backend`` if the backend runs any of its
   overloads; ``composite`` if it runs none of them but a composite one decomposes into an
-  overload the backend runs (counted as the backend's); ``native`` otherwise; ``unknown`` when
-  an overload is missing from the snapshot or the call names none.
+  overload the backend runs (counted as the backend's); ``backward`` (--grad) if its forward
+  runs natively but the backend runs an overload of its backward; ``native`` otherwise;
+  ``unknown`` when an overload is missing from the snapshot or the call names none.
 
 The runner (``Runner._attribute``) gives a passing case of a ``native`` call the status
 ``native`` (not a pass, not a failure); every other verdict stands, marked ``ran_by``.
@@ -180,19 +181,30 @@ def diff(before: dict, after: dict, decomposed=None) -> dict:
     return out
 
 
-def classify(expr: str, per_overload: dict) -> dict:
-    """Who runs a call: {"ran_by": "backend" | "composite" | "native" | "unknown",
-    "overloads": [...], "via": [overloads the backend runs through a composite, if any]}."""
+def classify(expr: str, per_overload: dict, backward=None) -> dict:
+    """Who runs a call: {"ran_by": "backend" | "composite" | "backward" | "native" | "unknown",
+    "overloads": [...], "via": [overloads the backend runs through a composite, if any]}.
+    ``backward`` (--grad, a func variant): the overloads its backward runs; the entry then gets
+    "backward": {"overloads": those known here, "backend": those the backend runs}, and a call
+    whose forward runs natively but whose backward the backend runs is ``backward``: its
+    differentiable cases are the backend's (a backend that registers only a backward kernel)."""
     qs = overloads(expr)
     ents = [per_overload.get(q) for q in qs]
     if not qs or any(e is None or e.get("ran_by") == "unknown" for e in ents):
-        return {"ran_by": "unknown", "overloads": qs}
-    if any(e["ran_by"] == "backend" for e in ents):
-        return {"ran_by": "backend", "overloads": qs}
-    via = [x for e in ents if e["ran_by"] == "composite" for x in e.get("covered", [])]
-    if via:
-        return {"ran_by": "composite", "overloads": qs, "via": sorted(set(via))}
-    return {"ran_by": "native", "overloads": qs}
+        out = {"ran_by": "unknown", "overloads": qs}
+    elif any(e["ran_by"] == "backend" for e in ents):
+        out = {"ran_by": "backend", "overloads": qs}
+    else:
+        via = [x for e in ents if e["ran_by"] == "composite" for x in e.get("covered", [])]
+        out = ({"ran_by": "composite", "overloads": qs, "via": sorted(set(via))} if via
+               else {"ran_by": "native", "overloads": qs})
+    if backward is not None:
+        known = [q for q in backward if q in per_overload and per_overload[q].get("ran_by") != "unknown"]
+        mine = [q for q in known if per_overload[q]["ran_by"] == "backend"]
+        out["backward"] = {"overloads": known, "backend": mine}
+        if mine and out["ran_by"] == "native":
+            out["ran_by"] = "backward"
+    return out
 
 
 __all__ = ["overloads", "dispatch_keys", "snapshot", "trace", "diff", "classify", "qualname"]

@@ -286,6 +286,16 @@ def coverage_json(results, meta: dict) -> dict:
     return {op: vs for op, vs in out.items() if vs}
 
 
+def _backward_names(e: dict) -> str:
+    """--grad: the overloads a variant's backward runs, each marked by who runs it."""
+    b = e.get("backward")
+    if not b or not b.get("overloads"):
+        return ""
+    mine = set(b.get("backend") or [])
+    return "; backward: " + ", ".join(f"{q} [{'backend' if q in mine else 'native'}]"
+                                       for q in b["overloads"])
+
+
 def coverage_text(results, meta: dict) -> list:
     """The Coverage section (a backend was audited): per op, who ran each variant."""
     cov = coverage_json(results, meta)
@@ -294,7 +304,8 @@ def coverage_text(results, meta: dict) -> list:
     keys = (meta.get("coverage") or {}).get("keys") or []
     out = [f"Coverage (who ran each variant, from the dispatcher's kernels for "
            f"{'/'.join(keys) or meta['device']} before and after the backend's enable; "
-           f"composite: decomposes into ops the backend runs)"]
+           f"composite: decomposes into ops the backend runs; backward: the backend runs only "
+           f"its backward)"]
     width = max(len(op) for op in cov)
     run = total = 0
     for op, vs in cov.items():
@@ -304,11 +315,11 @@ def coverage_text(results, meta: dict) -> list:
             if e is None:
                 continue
             total += 1
-            run += e.get("ran_by") in ("backend", "composite")
+            run += e.get("ran_by") in ("backend", "composite", "backward")
             names = ", ".join(e.get("overloads", []))
             if e.get("via"):
                 names += " -> " + ", ".join(e["via"])
-            parts.append(f"{v}: {e.get('ran_by')} ({names})")
+            parts.append(f"{v}: {e.get('ran_by')} ({names}{_backward_names(e)})")
         out.append(f"  {op.ljust(width)}  " + "  ".join(parts))
     skipped = sum(1 for r in results if r.verdict.status == "native" and r.verdict.reason == "not-run")
     native = sum(1 for r in results if r.verdict.status == "native") - skipped

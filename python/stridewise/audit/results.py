@@ -64,6 +64,9 @@ class CaseResult:
     ran_by: Optional[str] = None
     timing: dict = field(default_factory=dict)  # the worker's seconds per part (timing.py)
     worker: Optional[list] = None  # [slot, pid] of the worker that answered
+    # (the answering worker's history list, this case's place in it): the cases that ran before
+    # it in the same worker process (sequence.py replays them for a finding not reproduced alone)
+    before: Optional[tuple] = None
     # what the verdict rests on, when not the usual (native CPU oracle vs the device's answer):
     # e.g. the native CPU oracle alone, for a case not run under compute-sanitizer
     oracle: Optional[str] = None

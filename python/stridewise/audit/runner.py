@@ -118,24 +118,41 @@ class Runner:
 
         return grad.judge_case(spec, built, ref, ans, v, feats, self.cfg.tol, self.clock)
 
-    def _attribute(self, res: CaseResult):
+    def _attribute(self, res: CaseResult, probe: bool = False):
         """Who ran the case's call (backend under audit or native ATen, coverage.py): a passing
         case that ran natively is not the backend's pass (status "native"); other verdicts
-        stand, marked."""
+        stand, marked. A variant whose forward is native and whose backward the backend runs
+        (ran_by "backward", --grad) is the backend's where its backward ran (``probe``: a case
+        not run yet, where it will run)."""
         from . import coverage
 
         case = res.case
-        expr = self._call_of(case)
-        if expr not in self._ran_by:
-            self._ran_by[expr] = coverage.classify(expr, self.coverage["overloads"])["ran_by"]
-        res.ran_by = self._ran_by[expr]
+        key = case.op if case.kind == "large" else (case.op, case.variant)
+        if key not in self._ran_by:
+            ent = None if case.kind == "large" else self.coverage["ops"].get(case.op, {}).get(case.variant)
+            if ent is None:
+                ent = coverage.classify(self._call_of(case), self.coverage["overloads"])
+            self._ran_by[key] = ent["ran_by"]
+        res.ran_by = self._ran_by[key]
+        if res.ran_by == "backward":
+            from .grad import differentiable
+
+            runs = self.cfg.grad and differentiable(self.specs[case.op], case)
+            # a worker that died mid-case sent no backward record: the backend's backward may
+            # have killed it
+            ran = probe or res.grad is not None or res.verdict.status in ("crash", "device-assert")
+            if not (runs and ran):
+                res.ran_by = "native"
         if res.ran_by == "native" and res.verdict.status == "pass":
             res.verdict.status = "native"
         v = res.verdict
-        if (res.ran_by == "native" and v.status in oracle.FAILING and not res.known
+        forward_native = res.ran_by == "native" or (
+            res.ran_by == "backward" and not (v.reason or "").startswith("backward"))
+        if (forward_native and v.status in oracle.FAILING and not res.known
                 and res.built is not None and case.kind != "large"):
-            # ATen's own kernel ran (--run-native): its known issues are known here too, with a
-            # backend or without (a backend's own ops keep --known's choice)
+            # ATen's own kernel ran (--run-native, or the forward of a backward-only backend):
+            # its known issues are known here too, with a backend or without (a backend's own
+            # ops keep --known's choice)
             self._match_known(res, res.built)
 
     def _match_known(self, res: CaseResult, built):
@@ -215,6 +232,8 @@ class Runner:
                         r = self._handle(s, ans)
                         if r is not None:
                             r.worker = [s.k, s.pid]
+                            if r.before is None and s.history and s.history[-1] is r.case:
+                                r.before = (s.history, len(s.history) - 1)
                             results.append(r)
                             if self.progress:
                                 self.progress(r)
@@ -245,7 +264,7 @@ class Runner:
         todo = []
         for c in cases:
             probe = CaseResult(c, oracle.Verdict("native", "not-run", ""))
-            self._attribute(probe)
+            self._attribute(probe, probe=True)
             if probe.ran_by != "native":
                 todo.append(c)
                 continue
@@ -346,7 +365,7 @@ class Runner:
         case, took = s.case, time.time() - s.sent
         s.case = None
         self.clock.answered(s, ans, s.replay_of is not None)
-        s.history.append(case.id)
+        s.history.append(case)
         if ans.get("stale"):
             return self._stale(s, case, ans)
         fatal = ans.get("fatal")
@@ -355,6 +374,7 @@ class Runner:
             s.cause = "timeout" if ans.get("timeout") else fatal  # of the restart (time profile)
         if s.replay_of is not None:  # this was the replay of a crash
             first, s.replay_of = s.replay_of, None
+            crashed_in = first.pop("_before", None)  # (its worker's history, its place there)
             # a crash is confirmed by a crash; a device-side assert on a valid case by the same
             again = ans.get("fatal")
             confirmed = again == "crash" or (again == "device-assert" == first.get("fatal"))
@@ -387,12 +407,13 @@ class Runner:
                                             f"{', '.join(first.get('_history', []))}). First crash: "
                                             f"{first.get('detail', '')}")
                     res = self.finish(case, first, took, rep)
+            res.before = crashed_in  # the cases before it are those of the worker that crashed
             s.last = None if fatal else (res, ans)
             return res
         if fatal == "crash" or (fatal == "device-assert" and self._valid(case)):
             # A device-side assert on a case native accepts is a crash too (oracle.judge:
             # device-assert-valid): confirm it alone in a fresh worker like any other.
-            before = list(s.history)[:-1]
+            before = [c.id for c in s.history[-4:-1]]
             if not before and fatal == "crash" and not ans.get("timeout"):
                 # it was the first case of a fresh worker: it already ran alone, as a replay
                 # would (a hang is still replayed: a stalled context says little about a case)
@@ -401,7 +422,7 @@ class Runner:
                     "replay_detail": "not replayed: it was the first case of a fresh worker"})
                 s.last = None
                 return res
-            s.replay_of = dict(ans, _history=before)
+            s.replay_of = dict(ans, _history=before, _before=(s.history, len(s.history) - 1))
             s.pending_replay = case
             return None
         res = self.finish(case, ans, took)

@@ -31,7 +31,7 @@ def not_run_under_sanitizer(runner, cases, results: list) -> list:
         if runner.cfg.backend:
             probe = CaseResult(c, oracle.Verdict("native", "", ""))
             if runner.coverage:
-                runner._attribute(probe)
+                runner._attribute(probe, probe=True)
             if probe.ran_by != "native":
                 todo.append(c)
                 continue

@@ -10,7 +10,6 @@ import re
 import signal
 import time
 import warnings
-from collections import deque
 from typing import Optional
 
 import torch
@@ -135,7 +134,9 @@ class _Slot:
         self.sent = 0.0
         self.replay_of: Optional[dict] = None  # first answer of a crash being replayed
         self.pending_replay = None
-        self.history: deque = deque(maxlen=3)
+        # the cases this worker process answered, in order (a new list per process: a result's
+        # ``before`` keeps a reference to its worker's list; sequence.py replays from it)
+        self.history: list = []
         self.log: Optional[str] = None
         self.log_pos = 0  # size of the log when the current case was sent
         self.starting: Optional[float] = None  # launch time of a worker not yet ready
@@ -174,7 +175,7 @@ class _Slot:
         self.proc.start()
         there.close()
         self.conn = here
-        self.history.clear()
+        self.history = []
         self.last = None
         self.starting = time.time()
 
@@ -186,7 +187,7 @@ class _Slot:
         self.r.clock.launched(self, spare)
         self.proc, self.conn, self.log, self.starting = spare.proc, spare.conn, spare.log, spare.starting
         spare.proc = spare.conn = spare.starting = None
-        self.history.clear()
+        self.history = []
         self.last = None
         if self.starting is None:  # it was ready: no wait at all
             self.r.clock.ready(self, {})

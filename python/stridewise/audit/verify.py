@@ -286,7 +286,8 @@ def text(checks: list) -> list:
             res = "with backend: NOT RUN  native: NOT RUN  (no script)"
         else:
             b, n = c["backend"], c["native"]
-            said = "not reproduced, as reported" if c.get("outcome_note") else "NOT reproduced"
+            said = ("NOT reproduced" if not c.get("outcome_note") else
+                    f"not alone; {c['outcome']}" if c.get("sequence") else "not reproduced, as reported")
             res = (f"with backend: {'reproduces' if b['reproduces'] else said} ({b['how']})  "
                    f"native: {'passes' if n['passes'] else 'FAILS'} ({n['how']})")
         lines.append(f"  {c['op']}  {c['class']}: {c['message']}  (e.g. {c['example']}; "
@@ -300,9 +301,10 @@ def text(checks: list) -> list:
                      "them, not the kernel -- fix the auditor (repro.py, the oracle), not the backend")
     else:
         after = sum(1 for c in checks if c.get("outcome_note"))
-        lines.append(f"  all {len(checks) - after} finding(s) reproduce alone, and native PyTorch "
-                     "passes each script" + (f"; {after} crashed only after other cases, as the "
-                                             "report says (not shown by one script)" if after else ""))
+        lines.append(f"  all {len(checks)} finding(s) hold up and native PyTorch passes each script"
+                     + (f": {len(checks) - after} reproduce alone, {after} only after other cases of "
+                        "their worker (not shown by one script; sequences below when found)"
+                        if after else "; each reproduces alone"))
     return lines + [""]
 
 

@@ -253,7 +253,7 @@ def setup(cfg: dict, times=None):
     if cfg.get("backend"):
         from .backends import enable, flush_of
 
-        before = _coverage_before(device)  # before the backend's import: it may register kernels
+        before = _coverage_before(device, bool(cfg.get("grad")))  # before the backend's import: it may register kernels
         info = enable(cfg["backend"])
         _FLUSH = flush_of(cfg["backend"])
         COVERAGE = _coverage_after(before, device)
@@ -271,15 +271,80 @@ def setup(cfg: dict, times=None):
     return device, alloc, info
 
 
-def _coverage_before(device: torch.device) -> tuple:
-    """Dispatcher snapshot of every overload the specs (and the large probes) call, plus what
-    their CompositeImplicitAutograd overloads decompose into (traced natively on CPU, on one
-    small valid case per parameter combination). Once per worker: about 10 ms."""
+def _small_builds(spec, variant: str, limit: int):
+    """Small valid cases of a spec's variant (float32, int64 indices, random), one per
+    parameter combination, at most ``limit``: what the coverage traces run natively on CPU."""
     import itertools
 
-    from . import coverage
     from .caseid import make_case
+
+    keys = list(spec.params)
+    for vals in itertools.islice(itertools.product(*(spec.params[k] for k in keys)), limit):
+        try:
+            yield gen.build(spec, make_case(spec.name, variant, {}, max(2, spec.min_rank), "float32",
+                                            "i64", "rand", dict(zip(keys, vals)), 0))
+        except Exception:  # noqa: BLE001 - a combination this spec cannot build small
+            continue
+
+
+def _traced(fn) -> list:
+    """The overloads ``fn()`` dispatches to below autograd (coverage.trace), natively; [] when
+    it raises (no decomposition known: the caller marks what it can without it)."""
     from .oracle import quiet_native
+
+    seen: list = []
+    try:
+        with quiet_native():
+            fn(seen)
+    except Exception:  # noqa: BLE001
+        pass
+    return seen
+
+
+def _base(q: str) -> str:
+    """aten::index_put_.Tensor -> index_put: an overload's op, in-place or not."""
+    return q.split("::", 1)[-1].split(".", 1)[0].rstrip("_")
+
+
+def _backward_overloads(spec, family: set) -> list:
+    """--grad: the family's overloads (``family``: op names, :func:`_base`) and ``*_backward``
+    ones that the backward of a spec's func variant dispatches to, traced natively on CPU over
+    its parameter combinations; plus the CompositeImplicitAutograd ``aten::NAME_backward`` of
+    each forward overload that this torch has: a composite decomposes before a dispatch mode sees
+    it (embedding's backward is traced as embedding_dense_backward), yet a backend may register
+    it (FlagGems: embedding_backward). The arithmetic a backward also runs (mul, sum, where) is
+    left out: a backend's arithmetic kernels are not the indexing family under audit."""
+    from . import coverage
+
+    expr = spec.calls.get("func")
+    if not expr:
+        return []
+    seen: list = []
+    for b in _small_builds(spec, "func", 16):
+        names = grad.leaf_names(spec, b.tensors)
+        if names:
+            seen += _traced(lambda s, b=b, names=names: grad._backward(
+                spec, b, names, lambda t: t.clone(), lambda out: torch.ones_like(out), s))
+    out = [q for q in dict.fromkeys(seen) if q.startswith("aten::") and q not in grad.PLUMBING
+           and (_base(q) in family or _base(q).endswith("_backward"))]
+    for q in coverage.overloads(expr):
+        name = q.split(".")[0] + "_backward"
+        try:
+            torch._C._dispatch_find_schema_or_throw(name, "")
+        except Exception:  # noqa: BLE001 - this op has no backward op of its own
+            continue
+        if name not in out:
+            out.append(name)
+    return out
+
+
+def _coverage_before(device: torch.device, backward: bool = False) -> tuple:
+    """Dispatcher snapshot of every overload the specs (and the large probes) call, plus what
+    their CompositeImplicitAutograd overloads decompose into (traced natively on CPU, on one
+    small valid case per parameter combination) and, with ``backward`` (--grad), the overloads
+    each func variant's backward runs (:func:`_backward_overloads`). Once per worker: about
+    10 ms, and a second or so with ``backward``."""
+    from . import coverage
     from .specs import SPECS
 
     exprs = [e for s in SPECS.values() for e in s.calls.values()]
@@ -293,40 +358,54 @@ def _coverage_before(device: torch.device) -> tuple:
             if not comp:
                 continue
             seen: list = []
-            keys = list(s.params)
-            for vals in itertools.islice(itertools.product(*(s.params[k] for k in keys)), 8):
-                try:
-                    b = gen.build(s, make_case(s.name, v, {}, max(2, s.min_rank), "float32", "i64",
-                                               "rand", dict(zip(keys, vals)), 0))
-                    ns = dict(b.scalars)
-                    ns.update(b.tensors)
-                    with quiet_native():
-                        seen += coverage.trace(lambda: run_call(expr, ns))
-                except Exception:  # noqa: BLE001 - no decomposition known: marked composite only
-                    pass
+            for b in _small_builds(s, v, 8):
+                ns = dict(b.scalars)
+                ns.update(b.tensors)
+                seen += _traced(lambda out, ns=ns, expr=expr: coverage.trace(lambda: run_call(expr, ns), out))
             for q in comp:
                 decomposed[q] = [x for x in dict.fromkeys(seen) if x != q]
+    family = {_base(q) for q in qs}
+    bwd = {s.name: _backward_overloads(s, family) for s in SPECS.values()} if backward else {}
     extra = [x for into in decomposed.values() for x in into if x not in before]
+    extra += [x for qs_ in bwd.values() for x in qs_ if x not in before]
     before.update(coverage.snapshot(list(dict.fromkeys(extra)), device.type))
-    return before, decomposed
+    return before, decomposed, bwd
 
 
 def _coverage_after(state: tuple, device: torch.device) -> dict:
     """{"keys": dispatch keys, "overloads": coverage.diff(...), "ops": {op: {variant:
-    coverage.classify(...)}}} after the backend's enable."""
+    coverage.classify(...)}}} after the backend's enable; with --grad each func variant's entry
+    also names its backward's overloads and those the backend runs."""
     from . import coverage
     from .specs import SPECS
 
-    before, decomposed = state
+    before, decomposed, bwd = state
     per = coverage.diff(before, coverage.snapshot(list(before), device.type), decomposed)
     return {"keys": list(coverage.dispatch_keys(device.type)), "overloads": per,
-            "ops": {s.name: {v: coverage.classify(e, per) for v, e in s.calls.items()}
+            "ops": {s.name: {v: coverage.classify(e, per, bwd.get(s.name) if v == "func" and bwd else None)
+                             for v, e in s.calls.items()}
                     for s in SPECS.values()}}
+
+
+def _unnamed_semaphores():
+    """A worker may die anywhere: a crash, ``os._exit`` after a device fault, a kill at the
+    deadline. A named semaphore that a backend created (FlagGems makes a ``multiprocessing.Lock``
+    per kernel at import) then outlives it in the resource tracker, which warns of "leaked
+    semaphore objects" at the audit's end (78654 after FlagGems' --grad run). A forkserver or
+    spawn child takes its parent's start method as its default, and a lock of that context is
+    named. With fork as the worker's default, a lock's semaphore is unlinked at creation and
+    nothing is left to leak, however the worker ends. The worker starts no processes itself; a
+    backend that does from a worker gets fork unless it names a context."""
+    import multiprocessing
+
+    if multiprocessing.get_start_method(allow_none=True) != "fork":
+        multiprocessing.set_start_method("fork", force=True)
 
 
 def worker_main(conn, cfg: dict):
     """Entry point of a worker process (multiprocessing target)."""
     entered = time.time()
+    _unnamed_semaphores()  # before the backend's import creates any lock
     log = cfg.get("log")
     if log:
         fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
