@@ -12,7 +12,8 @@
 # CMake, compiled against that torch) with a persistent build directory.
 # Environment: BUILD_DIR (default build), PYTHON (default python3: the base interpreter),
 # SW_VENV (default .venv; "none" installs into $PYTHON's environment), CI=true (-Werror, and a
-# failed install is fatal), SW_CMAKE_ARGS (extra cmake arguments, space separated).
+# failed install is fatal), SW_CMAKE_ARGS (extra cmake arguments, space separated), SW_CUDA
+# (ON/OFF/AUTO: the CUDA kernels; default: skipped for demo/build where torch sees no GPU).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 
@@ -106,12 +107,28 @@ link_base_site() {
   note "$PYTHON is a virtual environment: its site-packages added to $venv ($site/_sw_base_site.pth)"
 }
 
+# The CUDA kernels for this install: the main job (demo, build) on a machine whose torch sees
+# no GPU skips them (nvcc on two cores spends about 20 minutes on code the demo cannot run);
+# ./run.sh test (CI) always compiles what nvcc can, as does SW_CUDA=ON; SW_CUDA=OFF skips.
+cuda_flag() {
+  local mode=$1
+  if [[ -n ${SW_CUDA:-} ]]; then echo "-DSW_CUDA=$SW_CUDA"; return; fi
+  # explicit either way: the kept build directory's cache would otherwise keep the last choice
+  if [[ $mode != test ]] &&
+    ! "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+    note "no GPU visible to torch: the CUDA kernels are not compiled for the demo (./run.sh test and CI compile them; SW_CUDA=ON forces)"
+    echo "-DSW_CUDA=OFF"
+  else
+    echo "-DSW_CUDA=AUTO"
+  fi
+}
+
 # Builds and installs the package into $PY's environment; the build directory is kept, so a
 # second install recompiles only what changed. Tests are compiled for ./run.sh test.
 install_package() {
-  local tests=$1 t0=$SECONDS
+  local tests=$1 mode=$2 t0=$SECONDS
   SW_BUILD_TESTS=$tests SW_WERROR=$([[ $CI == true ]] && echo ON || echo OFF) \
-    CMAKE_ARGS="${SW_CMAKE_ARGS:-}" CMAKE_BUILD_PARALLEL_LEVEL=$JOBS \
+    CMAKE_ARGS="${SW_CMAKE_ARGS:-} $(cuda_flag "$mode")" CMAKE_BUILD_PARALLEL_LEVEL=$JOBS \
     "$PY" -m pip install --no-build-isolation --no-deps --force-reinstall \
     -C build-dir="$BUILD_DIR" -C build.verbose=false .
   note "installed stridewise into $("$PY" -c 'import sys; print(sys.prefix)') in $((SECONDS - t0)) s"
@@ -140,7 +157,7 @@ esac
 install_apt
 setup_venv
 install_python
-install_package "$([[ $mode == test ]] && echo ON || echo OFF)"
+install_package "$([[ $mode == test ]] && echo ON || echo OFF)" "$mode"
 SW_BIN=$(dirname "$PY")
 
 case $mode in

@@ -1,12 +1,17 @@
-"""``python3 -m stridewise demo [--device cpu|cuda]``: the seed case and a short layout matrix.
+"""``python3 -m stridewise demo [--device cpu|cuda]``: every routed op on layouts that break
+naive kernels, against native, in four parts.
 
-For each case: the layout (shape/stride/offset of self, index and, where given, out), whether
-stridewise's result is bitwise equal to native torch.gather on the same views, and the median
-time of both (CUDA events on cuda, perf_counter on cpu). Then one bad index, raised as a
-catchable error; the scatter family on a GNN-style aggregation (index expanded over the feature
-dim, as PyTorch Geometric builds it) against native, and a bad index given to an in-place
-scatter_add_, which raises and leaves self bit for bit as it was; then the counters. Exits 1 if
-any result differs from native or anything was written.
+1. gather through the seed case and a short layout matrix: the layout (shape/stride/offset of
+   self, index and, where given, out), bitwise equality with torch.gather on the same views, the
+   median time of both (CUDA events on cuda, perf_counter on cpu);
+2. every other routed op once (demo_family.py): bitwise for data movement, the float64 rule for
+   accumulations, and stridewise's own counters show its kernel ran;
+3. one bad index per family: a catchable error naming op, dim, value and range, nothing written;
+4. the scatter family on a GNN-style aggregation (index expanded over the feature dim, as
+   PyTorch Geometric builds it) against native, timed.
+
+The last line counts the ops that ran through stridewise. Exits 1 if any result differs, any
+bad index was not raised or wrote, or any routed op did not run through stridewise.
 """
 from __future__ import annotations
 
@@ -14,11 +19,13 @@ import argparse
 import random
 import statistics
 import time
+import warnings
 from typing import Callable, List, Optional, Sequence
 
 import torch
 
 import stridewise
+from stridewise import demo_family
 from stridewise.testing import layouts
 
 RUNS = 7
@@ -142,25 +149,9 @@ def run_case(case: Case, device: str) -> bool:
     return ok
 
 
-def bad_index(device: str) -> bool:
-    """One out-of-range index through stridewise: a catchable RuntimeError on both devices."""
-    x = torch.randn(4, 16, 384, device=device)
-    idx = torch.full((4, 1, 1), 16, dtype=torch.int64, device=device).expand(4, 1, 384)
-    try:
-        with stridewise.use(include=["gather"]):
-            torch.gather(x, 1, idx)
-            if device == "cuda":
-                stridewise.check_errors(sync=True)  # deferred mode: the error is raised here
-    except RuntimeError as e:
-        print(f"bad index 16 (dim 1 has size 16) -> RuntimeError: {e}")
-        return True
-    print(f"bad index 16 (dim 1 has size 16) -> NO ERROR RAISED ({device})")
-    return False
-
-
 def scatter_family(device: str, seed: int) -> bool:
     """scatter_add_ / scatter_reduce_ (mean, amax) of edge messages into nodes, as message
-    passing does it, against native; then a bad index in place: ATen's error, nothing lost."""
+    passing does it, against native, timed."""
     g = torch.Generator().manual_seed(seed)
     nodes, edges, feat = 512, 4096, 64
     dst = torch.randint(0, nodes, (edges,), generator=g).to(device)
@@ -181,30 +172,7 @@ def scatter_family(device: str, seed: int) -> bool:
         ok &= close
         print(f"{name:22s} max |ours - native| = {err:.2e} ({'ok' if close else 'DIFFERS'})  "
               f"native {t_nat:8.1f} us  stridewise {t_sw:8.1f} us  | msg ({edges}, {feat}) -> ({nodes}, {feat})")
-    x = torch.randn(nodes, feat, generator=g).to(device)
-    before = x.clone()
-    bad = dst.clone()
-    bad[edges // 2] = nodes  # one bad value in the middle: every earlier one is valid
-    try:
-        with stridewise.use(include=["scatter_add"]):
-            x.scatter_add_(0, bad.view(-1, 1).expand_as(msg), msg)
-            if device == "cuda":
-                stridewise.check_errors(sync=True)
-        print(f"in-place scatter_add_ with index {nodes} -> NO ERROR RAISED")
-        return False
-    except RuntimeError as e:
-        kept = bitwise_equal(x, before)
-        native = ""
-        if device == "cpu":  # (on CUDA, ATen's device-side assert would end the process's context)
-            y = before.clone()
-            try:
-                y.scatter_add_(0, bad.view(-1, 1).expand_as(msg), msg)
-            except RuntimeError:
-                pass
-            native = f" (native: self {'unchanged' if bitwise_equal(y, before) else 'partly written'})"
-        print(f"in-place scatter_add_ with index {nodes} -> RuntimeError: {str(e).splitlines()[0]}; "
-              f"self {'unchanged' if kept else 'WRITTEN'}{native}")
-        return ok and kept
+    return ok
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -213,6 +181,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(list(argv) if argv is not None else None)
+    warnings.filterwarnings("ignore", message="index_reduce\\(\\) is in beta")
     if args.device == "cuda" and not torch.cuda.is_available():
         p.error("--device cuda: torch.cuda.is_available() is False")
 
@@ -222,19 +191,50 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
           f"median of {RUNS} runs")
     stridewise.reset_stats()
     previous = stridewise.enabled()
-    failures = 0
+    gather_bad = fam_bad = bad_bad = 0
     try:
-        for case in build_cases(args.device, args.seed):
-            failures += not run_case(case, args.device)
-        failures += not bad_index(args.device)
-        failures += not scatter_family(args.device, args.seed)
+        print(f"1. gather through {len(build_cases(args.device, args.seed))} layouts (the seed's "
+              f"expanded index first), bitwise against torch.gather:")
+        gather_cases = build_cases(args.device, args.seed)
+        for case in gather_cases:
+            gather_bad += not run_case(case, args.device)
+        print("\n2. every other routed op once, on a layout where a kernel that assumes contiguous "
+              "memory goes wrong (bitwise: data movement; float64: no farther from the float64 "
+              "result than native, plus one rounding):")
+        fam = demo_family.run_family(args.device, args.seed)
+        for r in fam:
+            ok = not r["error"] and r["ours"]
+            fam_bad += not ok
+            print(f"  {r['op']:<25} {r['rule']:<8} {'ok' if ok else 'FAILED':<7} {r['layout']}"
+                  + (f"  -- {r['error'] or r['why']}" if not ok else ""))
+        print("\n3. a bad index per family, through stridewise: raises, writes nothing:")
+        bad = demo_family.run_bad(args.device, args.seed)
+        for r in bad:
+            ok = bool(r["error"]) and r["kept"]
+            bad_bad += not ok
+            print(f"  {r['family']:<10} {r['call']:<40} -> {r['error'] or 'NO ERROR RAISED'}; "
+                  f"{'nothing written' if r['kept'] else 'WRITTEN'}")
+        print("\n4. message passing (GNN aggregation), timed:")
+        scatter_ok = scatter_family(args.device, args.seed)
     finally:
         if previous:
             stridewise.enable(previous)
         else:
             stridewise.disable()
-    print("stats:")
-    for op, counters in stridewise.stats().items():
-        print(f"  {op}: " + ", ".join(f"{k}={v}" for k, v in counters.items()))
-    print("all bitwise equal to native" if failures == 0 else f"{failures} case(s) FAILED")
-    return 1 if failures else 0
+    st = stridewise.stats()
+    ran = [op for op in stridewise.supported_ops() if st.get(op, {}).get("calls", 0) > st.get(op, {}).get("fallback", 0)]
+    print("\nstats (calls through stridewise per op; fallbacks to ATen by rule):")
+    print("  " + ", ".join(f"{op} {st[op]['calls']}" + (f" ({st[op]['fallback']} fallback)" if st[op].get("fallback") else "")
+                           for op in stridewise.supported_ops() if op in st))
+    failures = gather_bad + fam_bad + bad_bad + (not scatter_ok)
+    n_ops = len(stridewise.supported_ops())
+    rules = [r["rule"] for r in fam]
+    print(f"{len(ran)} of {n_ops} routed ops ran through stridewise on {args.device}: gather in "
+          f"{len(gather_cases) - gather_bad} of {len(gather_cases)} layouts bitwise equal to native; "
+          f"{len(fam) - fam_bad} of {len(fam)} other ops as native ({rules.count('bitwise')} bitwise, "
+          f"{rules.count('float64')} by the float64 rule); {len(bad) - bad_bad} of {len(bad)} families "
+          f"raised on a bad index and wrote nothing"
+          + ("" if failures == 0 and len(ran) == n_ops else f" -- {failures} FAILED"
+             + (f", ops not run: {', '.join(op for op in stridewise.supported_ops() if op not in ran)}"
+                if len(ran) < n_ops else "")))
+    return 1 if failures or len(ran) < n_ops else 0
