@@ -23,7 +23,7 @@
 #           wheels auditfg auditfgall pytestaudit (check that the carried FlagGems imports; audit
 #           flag_gems, its variants only / every case with --run-native: FG_BACKEND, FG_JOBS,
 #           FG_ARGS, FG_LIMIT; the audit's test files' CUDA cases); pytestgrad (the audit's
-#           --grad, handle and sequence test files whole, CPU and CUDA cases)
+#           --grad, handle and sequence test files whole, CPU and CUDA cases; PYTEST_GRAD_ARGS)
 #           benchindex (the dim-indexed ops' benchmark, bench/bench_index.py, BENCH_INDEX_ARGS)
 #           benchindexvar (bench_index with each k-index CUDA path forced: INDEX_K_PATHS,
 #           BENCHINDEXVAR_ARGS); ncuindex (Nsight Compute on the index_fill kernels: NCU_INDEX_ARGS)

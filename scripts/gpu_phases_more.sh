@@ -92,11 +92,11 @@ phase_pytestaudit() {  # the audit's own test files, CUDA cases only (the CPU on
 
 phase_pytestgrad() {  # issue 39: the --grad tests whole on the GPU machine (their CPU cases
   # too: there torch has a device, whose autograd thread broke forked workers), the handle and
-  # sequence tests, and coverage's
-  # (PYTEST_GRAD_ARGS: e.g. -k "not stridewise" where the library was not built in this run)
+  # sequence tests (PYTEST_GRAD_ARGS: e.g. --deselect NODE for the stridewise tests where the
+  # library was not built in this run)
   "$PY" -m pytest -q -rfEs -p no:cacheprovider --timeout=600 --durations=10 -n 4 \
     tests/test_audit_grad.py tests/test_audit_handles.py tests/test_audit_sequence.py \
-    tests/test_audit_coverage.py ${PYTEST_GRAD_ARGS:-}
+    ${PYTEST_GRAD_ARGS:-}
 }
 
 phase_pytest() {  # the whole suite; the audit files in 4 processes (each audit has workers)
