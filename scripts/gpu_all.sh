@@ -23,7 +23,8 @@
 #           wheels auditfg auditfgall pytestaudit (check that the carried FlagGems imports; audit
 #           flag_gems, its variants only / every case with --run-native: FG_BACKEND, FG_JOBS,
 #           FG_ARGS, FG_LIMIT; the audit's test files' CUDA cases); pytestgrad (the audit's
-#           --grad, handle and sequence test files whole, CPU and CUDA cases; PYTEST_GRAD_ARGS)
+#           --grad, handle and sequence test files whole, CPU and CUDA cases; PYTEST_GRAD_ARGS);
+#           e2etrain (training steps native vs stridewise, bench/e2e_train.py; E2E_TRAIN_ARGS)
 #           benchindex (the dim-indexed ops' benchmark, bench/bench_index.py, BENCH_INDEX_ARGS)
 #           benchindexvar (bench_index with each k-index CUDA path forced: INDEX_K_PATHS,
 #           BENCHINDEXVAR_ARGS); ncuindex (Nsight Compute on the index_fill kernels: NCU_INDEX_ARGS)
@@ -77,7 +78,7 @@ declare -A runs  # benchmark runs so far in this invocation, per benchmark
 
 note() { echo "$*" | tee -a "$SUMMARY"; }
 # The phases that run Python: each first checks the package's declared dependencies.
-PY_PHASES=" benchab dumpe2e auditdev bench benchscatter bench2 benchscatter2 benchindex benchindexvar benchadv ncuindex demo diag pytest sanitize racecheck audit altbuild triage hostbench benchvar benchscattervar ncu ncuscatter pytestaudit pytestgrad auditfg auditfgall "
+PY_PHASES=" benchab dumpe2e auditdev bench benchscatter bench2 benchscatter2 benchindex benchindexvar benchadv ncuindex demo diag pytest sanitize racecheck audit altbuild triage hostbench benchvar benchscattervar ncu ncuscatter pytestaudit pytestgrad e2etrain auditfg auditfgall "
 pack() {  # logs + summary to $OUT after every phase: a call cut off still returns them
   cp -f "$SUMMARY" "$OUT"/ 2>/dev/null
   cp -f "$LOG"/ncu_gather.md "$LOG"/ncu_scatter.md "$LOG"/audit_fg.txt "$LOG"/audit_fg.json "$LOG"/audit_fg_all.txt \
@@ -426,6 +427,7 @@ for phase in $PHASES; do
     auditfgall) run_phase auditfgall "${FG_LIMIT:-1500}" bash -c phase_auditfgall ;;
     pytestaudit) run_phase pytestaudit 600 bash -c phase_pytestaudit ;;
     pytestgrad) run_phase pytestgrad 600 bash -c phase_pytestgrad ;;
+    e2etrain) run_phase e2etrain 900 bash -c phase_e2etrain ;;
     auditdev) run_phase auditdev 600 bash -c phase_auditdev ;;
     dumpe2e) run_phase dumpe2e 900 bash -c phase_dumpe2e ;;
     altbuild)
