@@ -21,7 +21,7 @@ Per case and dtype:
   PYTHONPATH=python python3 bench/e2e_train.py                 # CUDA if present, full sizes
   PYTHONPATH=python python3 bench/e2e_train.py --device cpu --size smoke --reps 2
   options: --cases a,b --dtypes float32,bfloat16 --reps N --warmup N --breakdown
-           --json FILE --markdown FILE
+           --json FILE --markdown FILE --plot FILE.png
 """
 from __future__ import annotations
 
@@ -171,6 +171,30 @@ def table(rows, a) -> list:
     return lines
 
 
+def plot(rows, path, title):
+    """A bar per case and dtype: native/stridewise step speedup, whiskers at the spread's 10th
+    and 90th percentiles, the 1.0x line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [f"{r['case']}\n{r['dtype']}" for r in rows]
+    sp = [r["speedup"] for r in rows]
+    err = [[max(0.0, s - r["spread"][0]) for s, r in zip(sp, rows)],
+           [max(0.0, r["spread"][1] - s) for s, r in zip(sp, rows)]]
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.7 * len(rows)), 4.0))
+    ax.bar(range(len(rows)), sp, yerr=err, capsize=3,
+           color=["tab:green" if s >= 1.0 else "tab:red" for s in sp])
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(rows)), labels, rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel("training step, native / stridewise")
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -183,6 +207,7 @@ def main(argv=None) -> int:
     p.add_argument("--breakdown", action="store_true", help="per routed aten op, native and stridewise")
     p.add_argument("--json")
     p.add_argument("--markdown")
+    p.add_argument("--plot", help="a bar chart of the steps' speedups (PNG)")
     a = p.parse_args(argv)
     a.size = a.size or ("full" if a.device == "cuda" else "smoke")
     warnings.filterwarnings("ignore")
@@ -209,6 +234,9 @@ def main(argv=None) -> int:
     if a.markdown:
         with open(a.markdown, "w") as f:
             f.write("\n".join(lines) + "\n")
+    if a.plot and rows:
+        plot(rows, a.plot, f"{dev}, torch {torch.__version__}, "
+             f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d}: training step speedup")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"device": dev, "torch": torch.__version__, "size": a.size, "reps": a.reps,

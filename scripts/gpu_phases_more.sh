@@ -102,7 +102,7 @@ phase_pytestgrad() {  # issue 39: the --grad tests whole on the GPU machine (the
 phase_e2etrain() {  # issue 41: training steps native vs stridewise (bench/e2e_train.py), with the
   # per-op breakdown; E2E_TRAIN_ARGS (e.g. --cases moe_index --reps 20)
   "$PY" bench/e2e_train.py --breakdown ${E2E_TRAIN_ARGS:-} --json "$LOG/e2e_train.json" \
-    --markdown "$LOG/e2e_train.md"
+    --markdown "$LOG/e2e_train.md" --plot "$LOG/e2e_train.png"
 }
 
 phase_pytest() {  # the whole suite; the audit files in 4 processes (each audit has workers)

@@ -37,7 +37,9 @@ def test_every_training_step_runs_and_routes_its_ops(e2e, tmp_path, capsys):
     out = tmp_path / "e2e.json"
     md = tmp_path / "e2e.md"
     assert e2e.main(["--device", "cpu", "--size", "smoke", "--reps", "2", "--warmup", "1",
-                     "--breakdown", "--json", str(out), "--markdown", str(md)]) == 0
+                     "--breakdown", "--json", str(out), "--markdown", str(md),
+                     "--plot", str(tmp_path / "e2e.png")]) == 0
+    assert (tmp_path / "e2e.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     rep = json.loads(out.read_text())
     got = {(r["case"], r["dtype"]) for r in rep["rows"]}
     want = {(c, d) for c, (_, dts) in e2e.train_cases.CASES.items() for d in dts}
