@@ -106,8 +106,15 @@ def test_backward_only_kernel_is_audited_without_run_native(tmp_path, capsys):
     rc, rep, _ = audit(tmp_path, "--ops", "embedding", "--limit", "80", "--no-repros", "--backend", backend)
     assert rc == 0 and rep["summary"]["failed"] == 0, why(rep)  # forward only: nothing of it runs
     assert rep["coverage"]["embedding"]["func"]["ran_by"] == "native", rep["coverage"]
+    logs = tmp_path / "logs"
     rc, rep, _ = audit(tmp_path, "--ops", "embedding", "--limit", "80", "--no-repros", "--grad",
-                       "--backend", backend)
+                       "--backend", backend, "--log-dir", str(logs))
+    # a case native's forward rejects has no backward: its forward is native's, never run (on
+    # CUDA each would cost a worker, ATen's device assert)
+    ran = {ln.split("] ", 1)[1] for f in logs.glob("*.log") for ln in f.read_text().splitlines()
+           if ln.startswith("[case] ")}
+    rejected = [c for c, st in rep["cases"] if any(f"/{k}/" in c for k in ("oob", "oobneg", "oobbig"))]
+    assert ran and rejected and not set(rejected) & ran, (sorted(set(rejected) & ran)[:3], len(ran))
     cov = rep["coverage"]["embedding"]["func"]
     assert cov["ran_by"] == "backward", cov
     assert cov["backward"]["backend"] == ["aten::embedding_dense_backward"], cov
@@ -194,14 +201,19 @@ def test_grad_on_cuda_with_one_worker_and_several(tmp_path, jobs):
     rc, rep = _audit_jobs(tmp_path, jobs, "--device", "cuda", "--ops", "embedding", "--limit", "80", "--grad",
                           "--backend", f"{PLANTED}:enable(dense_dup)")
     assert rep["coverage"]["embedding"]["func"]["ran_by"] == "backward", rep["coverage"]
-    assert rc == 1 and {f["reason"] for f in rep["failures"]} == {"backward-values"}, why(rep)
+    # (the failures list holds device asserts too: the planted kernel's index_put_ on CUDA)
+    reasons = {f["reason"] for f in rep["failures"] if f["status"] != "device-assert"}
+    assert rc == 1 and reasons == {"backward-values"}, why(rep)
     assert "repeated indices are not all summed" in rep["ops"]["embedding"]["diagnosis"][0]["text"], why(rep)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA")
 def test_stridewise_has_no_backward_finding_on_cuda(tmp_path, sw):
+    # deferred check mode: a bad index is raised by the next call, so the audit flushes after
+    # each (docs/audit.md, "Errors reported after the call"; without it: missing errors, then
+    # spurious ones, on the H100 2026-12-07)
     rc, rep = _audit_jobs(tmp_path, 3, "--device", "cuda", "--ops", FAMILY, "--limit", "40", "--grad",
-                          "--backend", "stridewise")
+                          "--backend", "stridewise", "--flush", "stridewise:check_errors(True)")
     assert rc == 0 and rep["summary"]["failed"] == 0, why(rep)
     c = rep["backward"]["counts"]
     assert c.get("pass", 0) >= 100 and set(c) <= {"pass", "skip"}, why(rep)

@@ -139,8 +139,10 @@ class Runner:
 
             runs = self.cfg.grad and differentiable(self.specs[case.op], case)
             # a worker that died mid-case sent no backward record: the backend's backward may
-            # have killed it
-            ran = probe or res.grad is not None or res.verdict.status in ("crash", "device-assert")
+            # have killed it. Before the run, a case native's forward rejects has no backward
+            # and its forward is native's: not run (on CUDA it costs a worker, a device assert)
+            ran = ((probe and self._valid(case)) or res.grad is not None
+                   or res.verdict.status in ("crash", "device-assert"))
             if not (runs and ran):
                 res.ran_by = "native"
         if res.ran_by == "native" and res.verdict.status == "pass":

@@ -244,8 +244,9 @@ def text(records: list) -> list:
                          f"it ({r['trials']} trial(s), {r['seconds']:.0f}s): what broke it is outside "
                          f"that sequence (timing, another process, the device's state)")
         elif len(r["sequence"]) == 1:
-            lines.append(head + "fails alone in a fresh worker (its repro script does not: an "
-                         "auditor bug in the script)")
+            lines.append(head + "fails alone in a fresh worker, where its repro script did not: "
+                         "a race that does not always lose (duplicate writes), or a script that "
+                         "does not rebuild the audit's case (an auditor bug)")
         else:
             k = len(r["sequence"]) - 1
             lines.append(head + f"fails after {k} of the {r['predecessors']} case(s) that ran before "
