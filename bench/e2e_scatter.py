@@ -62,6 +62,23 @@ def timed(fn, device, reps, warmup):
     return out
 
 
+def alternate(step, device, reps, warmup):
+    """(native ms, stridewise ms) per repetition: warm-up both, then one step each way in turn,
+    so drift hits both alike; stridewise.stats() counts the timed steps only."""
+    for _ in range(warmup):
+        step()
+        with stridewise.use():
+            step()
+    sync(device)
+    stridewise.reset_stats()
+    nat, ours = [], []
+    for _ in range(reps):
+        nat += timed(step, device, 1, 0)
+        with stridewise.use():
+            ours += timed(step, device, 1, 0)
+    return nat, ours
+
+
 # --- models ---------------------------------------------------------------------------------
 
 class GNN(nn.Module):
@@ -203,17 +220,7 @@ def main(argv=None):
                 print(f"| {label} | {size} | skipped: torch_geometric not installed | | | |")
                 continue
             step = build()
-            nat, ours = [], []
-            for _ in range(a.warmup):
-                step()
-                with stridewise.use():
-                    step()
-            sync(a.device)
-            stridewise.reset_stats()
-            for _ in range(a.reps):  # alternate, one repetition each
-                nat += timed(step, a.device, 1, 0)
-                with stridewise.use():
-                    ours += timed(step, a.device, 1, 0)
+            nat, ours = alternate(step, a.device, a.reps, a.warmup)
             st = stridewise.stats()
             calls = sum(st[o]["calls"] for o in ("scatter", "scatter_add", "scatter_reduce")) // a.reps
             falls = sum(st[o]["fallback"] for o in ("scatter", "scatter_add", "scatter_reduce"))

@@ -31,7 +31,6 @@ import json
 import os
 import statistics
 import sys
-import time
 import warnings
 
 import torch
@@ -41,26 +40,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
 sys.path.insert(0, HERE)
 
 import stridewise  # noqa: E402
+import e2e_scatter  # noqa: E402
 import train_cases  # noqa: E402
 
 
-def sync(device):
-    if device == "cuda":
-        torch.cuda.synchronize()
-
-
-def once(step, device) -> float:
-    """One step's time in ms."""
-    if device == "cuda":
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        step()
-        b.record()
-        b.synchronize()
-        return a.elapsed_time(b)
-    t = time.perf_counter()
-    step()
-    return (time.perf_counter() - t) * 1e3
+sync = e2e_scatter.sync
 
 
 def routed_names() -> dict:
@@ -111,17 +95,7 @@ def run_case(name, dtype, a) -> dict:
     build, _ = train_cases.CASES[name]
     dt = getattr(torch, dtype)
     step, meta = build(a.device, dt, a.size)
-    for _ in range(a.warmup):
-        step()
-        with stridewise.use():
-            step()
-    sync(a.device)
-    stridewise.reset_stats()
-    nat, ours = [], []
-    for _ in range(a.reps):
-        nat.append(once(step, a.device))
-        with stridewise.use():
-            ours.append(once(step, a.device))
+    nat, ours = e2e_scatter.alternate(step, a.device, a.reps, a.warmup)
     st = stridewise.stats()
     calls = {op: v["calls"] // a.reps for op, v in st.items() if v.get("calls")}
     falls = {op: v["fallback_reasons"] for op, v in st.items() if v.get("fallback")}
