@@ -108,7 +108,7 @@ link_base_site() {
 }
 
 # The CUDA kernels for this install: the main job (demo, build) on a machine whose torch sees
-# no GPU skips them (nvcc on two cores spends about 20 minutes on code the demo cannot run);
+# no GPU skips them (nvcc on two cores spends about 4 minutes on code the demo cannot run);
 # ./run.sh test (CI) always compiles what nvcc can, as does SW_CUDA=ON; SW_CUDA=OFF skips.
 cuda_flag() {
   local mode=$1

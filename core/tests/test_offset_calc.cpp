@@ -66,6 +66,9 @@ TEST(OffsetCalc, MatchesPlanOffsetEverywhere) {
         expect_calc_matches<int64_t, 4>(p);
       }
       if (p.rank <= 8) expect_calc_matches<uint32_t, 8>(p);
+      // both sides of get()'s unroll bound: the largest unrolled capacity and a looped one
+      expect_calc_matches<int64_t, stridewise::kUnrolledDims>(p);
+      expect_calc_matches<uint32_t, stridewise::kUnrolledDims + 1>(p);
       if (HasFatalFailure()) return;
     }
   }

@@ -26,8 +26,10 @@
 // `#pragma unroll` on the device pass only: host compilers warn on it (-Wall).
 #if defined(__CUDA_ARCH__)
 #define SW_UNROLL _Pragma("unroll")
+#define SW_NO_UNROLL _Pragma("unroll 1")
 #else
 #define SW_UNROLL
+#define SW_NO_UNROLL
 #endif
 
 namespace stridewise {
@@ -79,6 +81,13 @@ struct Offsets {
   I v[N];
 };
 
+// get() unrolls its dims loop for capacities up to this (every bucket below kMaxRank: the
+// launches that matter) and keeps a loop above it. Unrolled, the kMaxRank bucket's 64 steps of
+// 64-bit division were most of nvcc's work: 809 of index_k_cuda.cu's 826 s (cicc 346 s, ptxas
+// 463 s) on one core, against 46 s looped; the rank-64 kernels then read their dims from the
+// parameter block by a runtime index.
+constexpr int kUnrolledDims = 25;
+
 template <int N, typename I, int D>
 struct OffsetCalculator {
   OffsetCalculator() = default;
@@ -102,13 +111,25 @@ struct OffsetCalculator {
     Offsets<N, I> out;
     SW_UNROLL
     for (int k = 0; k < N; ++k) out.v[k] = 0;
-    SW_UNROLL
-    for (int d = 0; d < D; ++d) {
-      if (d == rank) break;
-      const DivMod<I> qr = sizes[d].divmod(linear);
-      linear = qr.div;
+    // The two loops' bodies are one; written twice because a shared helper renumbered the
+    // unrolled kernels' PTX registers, and the unrolled PTX is kept identical to the original.
+    if constexpr (D <= kUnrolledDims) {
       SW_UNROLL
-      for (int k = 0; k < N; ++k) out.v[k] += qr.mod * strides[d][k];
+      for (int d = 0; d < D; ++d) {
+        if (d == rank) break;
+        const DivMod<I> qr = sizes[d].divmod(linear);
+        linear = qr.div;
+        SW_UNROLL
+        for (int k = 0; k < N; ++k) out.v[k] += qr.mod * strides[d][k];
+      }
+    } else {
+      SW_NO_UNROLL
+      for (int d = 0; d < rank; ++d) {
+        const DivMod<I> qr = sizes[d].divmod(linear);
+        linear = qr.div;
+        SW_UNROLL
+        for (int k = 0; k < N; ++k) out.v[k] += qr.mod * strides[d][k];
+      }
     }
     return out;
   }
