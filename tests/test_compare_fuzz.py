@@ -59,7 +59,9 @@ CRASH_MARKERS = ("internal error", "terminate called", "Segmentation", "AddressS
                  "UndefinedBehaviorSanitizer", "stack-overflow", "core dumped", "std::bad_alloc",
                  "what():")
 UBSAN_LINE = re.compile(r":\d+:\d+: runtime error: ")
-ERROR_LINE = re.compile(r"^sw-compare: error: (?P<file>[^:]+?)(?::(?P<line>\d+))?: (?P<reason>\S.*)$")
+# The file may hold ':' (a flipped byte made "shard:00002.safetensors" in CI): it ends at the
+# first ": " or ":<line>: ".
+ERROR_LINE = re.compile(r"^sw-compare: error: (?P<file>.+?)(?::(?P<line>\d+))?: (?P<reason>\S.*)$")
 
 
 # ------------------------------------------------------------------------------------------
@@ -655,6 +657,15 @@ def test_header_length_moved_into_the_padding(pair, tmp_path, exe):
 
 # ------------------------------------------------------------------------------------------
 # the checker can fail: fake sw-compare binaries with planted faults
+
+def test_error_line_pattern_takes_a_file_name_with_a_colon():
+    m = ERROR_LINE.match("sw-compare: error: /r/c10/shard:00002.safetensors: cannot open: No such file")
+    assert m and m["file"] == "/r/c10/shard:00002.safetensors" and m["line"] is None
+    assert m["reason"] == "cannot open: No such file"
+    m = ERROR_LINE.match("sw-compare: error: /r/index.jsonl:12: bad record")
+    assert m and (m["file"], m["line"], m["reason"]) == ("/r/index.jsonl", "12", "bad record")
+    assert not ERROR_LINE.match("sw-compare: error: no reason")
+
 
 def _fake(tmp_path, name, body):
     p = tmp_path / name
